@@ -1,0 +1,91 @@
+"""Run settings shared by every strategy, validated once with messages a user can act on.
+
+Plain dataclasses without mlx, so sessions can carry them to machines without it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+from engines.errors import SettingsError
+
+STRATEGIES = ("plain", "draft", "mtp", "ngram")
+
+MAX_DRAFT_TOKENS = 16
+MAX_MTP_DEPTH = 8
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How the next token is chosen. Temperature 0 is greedy (argmax)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    def validate(self) -> None:
+        if not self.temperature >= 0.0:
+            raise SettingsError(f"temperature must be >= 0 (got {self.temperature})")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p})")
+        if self.top_k < 0:
+            raise SettingsError(f"top-k must be >= 0, 0 meaning off (got {self.top_k})")
+        if not 0.0 <= self.min_p < 1.0:
+            raise SettingsError(f"min-p must be in [0, 1) (got {self.min_p})")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeSettings:
+    """Everything about a run except the models and the prompt."""
+
+    max_tokens: int = 256
+    sampling: Sampling = field(default_factory=Sampling)
+    #: Drafts per round for the ``draft`` strategy (k).
+    num_draft_tokens: int = 2
+    #: Drafts per cycle for the ``mtp`` strategy.
+    mtp_depth: int = 1
+    #: Match length for the ``ngram`` strategy, and its maximum drafts per round.
+    ngram_n: int = 3
+    ngram_k: int = 4
+    #: How many of the target's top alternatives to record per verified position (0: none).
+    alternatives: int = 0
+    #: Stop at the end-of-sequence token (benchmarks turn this off for fixed lengths).
+    stop_at_eos: bool = True
+    prefill_step_size: int = 512
+    #: Bound the KV cache to this many tokens (a rotating window); None: unbounded.
+    max_kv_size: int | None = None
+
+    def validate(self) -> None:
+        self.sampling.validate()
+        if self.max_tokens < 1:
+            raise SettingsError(f"max tokens must be >= 1 (got {self.max_tokens})")
+        if not 1 <= self.num_draft_tokens <= MAX_DRAFT_TOKENS:
+            raise SettingsError(
+                f"draft tokens (-k) must be between 1 and {MAX_DRAFT_TOKENS} "
+                f"(got {self.num_draft_tokens})"
+            )
+        if not 1 <= self.mtp_depth <= MAX_MTP_DEPTH:
+            raise SettingsError(
+                f"MTP depth must be between 1 and {MAX_MTP_DEPTH} (got {self.mtp_depth})"
+            )
+        if self.ngram_n < 1:
+            raise SettingsError(f"n-gram match length must be >= 1 (got {self.ngram_n})")
+        if not 1 <= self.ngram_k <= MAX_DRAFT_TOKENS:
+            raise SettingsError(
+                f"n-gram drafts must be between 1 and {MAX_DRAFT_TOKENS} (got {self.ngram_k})"
+            )
+        if self.alternatives < 0:
+            raise SettingsError(f"alternatives must be >= 0 (got {self.alternatives})")
+        if self.prefill_step_size < 1:
+            raise SettingsError("prefill step size must be >= 1")
+        if self.max_kv_size is not None and self.max_kv_size < 8:
+            raise SettingsError(f"max KV size must be >= 8 (got {self.max_kv_size})")
+
+    def to_dict(self) -> dict:
+        return asdict(self)

@@ -1,0 +1,121 @@
+"""Pieces every strategy shares: the model call, prompt prefill, output bookkeeping, timing.
+
+Keeping them in one place is what makes strategies comparable: the same prefill, the same
+stop rules, the same clock and the same text pieces for every pane.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable, Sequence
+
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+
+from engines.config import DecodeSettings
+from engines.events import Done, FinishReason, Prefill
+
+Clock = Callable[[], float]
+
+
+def forward(model: Any, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+    """Log-probabilities (S, V) after each of ``tokens`` (1-D), advancing ``cache``."""
+    logits = model(tokens[None], cache=cache)[0]
+    return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+
+def prefill(model: Any, cache: Sequence[Any], prompt: mx.array, step: int) -> mx.array:
+    """Feed all but the last prompt token in chunks; return what is left to feed.
+
+    Every strategy leaves exactly one token, so the first decode step of each sees the
+    same cache and the same input: plain and speculative runs start identical.
+    """
+    while prompt.size > 1:
+        n = min(step, prompt.size - 1)
+        model(prompt[:n][None], cache=cache)
+        mx.eval([c.state for c in cache])
+        prompt = prompt[n:]
+    return prompt
+
+
+class Output:
+    """The tokens a run has produced, their text, and when it must stop."""
+
+    def __init__(self, tokenizer: Any, settings: DecodeSettings) -> None:
+        self._tokenizer = tokenizer
+        self._detokenizer = tokenizer.detokenizer
+        self._eos = set(tokenizer.eos_token_ids) if settings.stop_at_eos else set()
+        self.max_tokens = settings.max_tokens
+        self.tokens: list[int] = []
+        self.reason: FinishReason | None = None
+
+    @property
+    def remaining(self) -> int:
+        return self.max_tokens - len(self.tokens)
+
+    @property
+    def finished(self) -> bool:
+        return self.reason is not None
+
+    def add(self, token: int) -> str:
+        """Append one token; return the text it completes (end of sequence adds none)."""
+        self.tokens.append(token)
+        if token in self._eos:
+            self.reason = "stop"
+            return ""
+        if len(self.tokens) >= self.max_tokens:
+            self.reason = "length"
+        self._detokenizer.add_token(token)
+        return self._detokenizer.last_segment
+
+    def tail(self) -> str:
+        """Flush what the detokenizer still holds at the end of the run."""
+        self._detokenizer.finalize()
+        return self._detokenizer.last_segment
+
+    def draft_pieces(self, ids: list[int]) -> list[str]:
+        """Text of each of a run of proposed tokens, decoded together so that multi-byte
+        characters split across them come out whole."""
+        pieces, before = [], ""
+        for i in range(len(ids)):
+            text = self._tokenizer.decode(ids[: i + 1])
+            pieces.append(text[len(before) :] if text.startswith(before) else text)
+            before = text
+        return pieces
+
+
+class Timer:
+    """Run-relative time from one clock, and peak memory since the run began."""
+
+    def __init__(self, clock: Clock = time.perf_counter) -> None:
+        self.clock = clock
+        mx.synchronize()
+        mx.reset_peak_memory()
+        self.start = clock()
+
+    def now(self) -> float:
+        return self.clock() - self.start
+
+    def done(self, output: Output) -> Done:
+        reason = output.reason or "length"
+        return Done(
+            reason=reason,
+            generated_tokens=len(output.tokens),
+            seconds=self.now(),
+            peak_memory_bytes=int(mx.get_peak_memory()),
+            tail=output.tail(),
+        )
+
+
+def prefill_event(
+    model: Any, cache: Sequence[Any], prompt: list[int], settings: DecodeSettings, timer: Timer,
+    *extra: tuple[Any, Sequence[Any]],
+) -> tuple[Prefill, mx.array]:
+    """Prefill the target (and any extra model/cache pairs); time it as one phase."""
+    tokens = mx.array(prompt, mx.uint32)
+    with mx.stream(generation_stream):
+        for other, other_cache in extra:
+            prefill(other, other_cache, tokens, settings.prefill_step_size)
+        rest = prefill(model, cache, tokens, settings.prefill_step_size)
+    t = timer.now()
+    return Prefill(prompt_tokens=len(prompt), seconds=t, t=t), rest

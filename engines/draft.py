@@ -1,0 +1,79 @@
+"""Speculative decoding with an external draft model (the ``draft`` strategy)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Sequence
+
+import mlx.core as mx
+from mlx_lm.models.cache import make_prompt_cache
+
+from engines.config import DecodeSettings
+from engines.decoding import Clock, forward
+from engines.events import Event
+from engines.loading import LoadedModel
+from engines.rollback import Checkpoint, checkpoint, restore
+from engines.sampling import KeyStream, choose, sampling_logprobs
+from engines.speculative import run_speculative
+
+
+class DraftModel:
+    """Proposals from an external draft model sharing the target's tokenizer.
+
+    The draft is checkpointed before each of its steps, so after a rejection its cache
+    goes straight back to the last accepted token: trimmed where it can be, the recurrent
+    state of a hybrid draft restored from the checkpoint, never replayed.
+    """
+
+    def __init__(self, draft: LoadedModel, settings: DecodeSettings, keys: KeyStream) -> None:
+        self.model = draft.model
+        self.cache = make_prompt_cache(self.model, max_kv_size=settings.max_kv_size)
+        self.sampling = settings.sampling
+        self.keys = keys
+        self.pending: mx.array | None = None
+        self.points: list[Checkpoint] = []
+
+    def companions(self) -> list[tuple[Any, Sequence[Any]]]:
+        return [(self.model, self.cache)]
+
+    def begin(self, prompt: list[int], rest: mx.array) -> None:
+        self.pending = rest
+
+    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
+        y = self.pending
+        self.points = []
+        drafts, lps = [], []
+        for _ in range(count):
+            self.points.append(checkpoint(self.cache, y.size))
+            lp = sampling_logprobs(forward(self.model, self.cache, y)[-1], self.sampling)
+            token = choose(lp, self.sampling, self.keys)
+            mx.async_eval(token)
+            drafts.append(token)
+            lps.append(lp)
+            y = token[None]
+        return mx.stack(drafts), mx.stack(lps)
+
+    def settle(self, drafts: list[int], accepted: int, token: int) -> None:
+        k = len(drafts)
+        if accepted == k:
+            # The last draft was proposed but never fed to the draft model.
+            self.pending = mx.array([drafts[-1], token], mx.uint32)
+            return
+        if accepted + 1 < k:
+            restore(self.cache, self.points[accepted + 1], discard=k - 1 - accepted)
+        self.pending = mx.array([token], mx.uint32)
+
+
+def run_draft(
+    target: LoadedModel,
+    draft: LoadedModel,
+    prompt: list[int],
+    settings: DecodeSettings,
+    clock: Clock = time.perf_counter,
+) -> Iterator[Event]:
+    """Speculative decoding with an external draft model, k = ``num_draft_tokens``."""
+    keys = KeyStream(settings.sampling.seed)
+    proposer = DraftModel(draft, settings, keys)
+    return run_speculative(
+        target, proposer, prompt, settings, settings.num_draft_tokens, keys, clock
+    )

@@ -1,0 +1,9 @@
+"""Errors a user can cause and fix; front ends print their message as one line."""
+
+
+class SettingsError(ValueError):
+    """A setting is out of range; the message names it and the allowed range."""
+
+
+class ModelError(Exception):
+    """A model cannot be used; the message says why and what to do."""

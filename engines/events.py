@@ -1,0 +1,136 @@
+"""The event stream every strategy emits: one Prefill, then Rounds, then one Done.
+
+Plain decoding, external-draft speculation, MTP and prompt lookup all produce the same
+three event types, so panes, recording, replay, diff and statistics are written once.
+This module imports nothing heavy: replaying a session must not need mlx.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Union
+
+#: How the token that ends a round came to be.
+#: ``target``: plain decoding (no drafts); ``correction``: the target's token replacing the
+#: first rejected draft; ``bonus``: the target's extra token after every draft was accepted.
+EndKind = Literal["target", "correction", "bonus"]
+
+#: What the cache rewind after a verify pass did: nothing to undo, trimmed the rejected
+#: positions, or restored a recurrent state and replayed the accepted tokens.
+Rollback = Literal["none", "trim", "replay"]
+
+FinishReason = Literal["length", "stop", "cancelled", "error"]
+
+
+@dataclass(slots=True)
+class Prefill:
+    """The prompt was processed; ``t`` is seconds since the run started."""
+
+    prompt_tokens: int
+    seconds: float
+    t: float
+    type: Literal["prefill"] = "prefill"
+
+
+@dataclass(slots=True)
+class Round:
+    """One draft-and-verify cycle (plain decoding: a round with no drafts).
+
+    ``tokens`` are the tokens this round added to the output, in order: the accepted
+    prefix of ``drafted`` and then, unless generation stopped inside the accepted drafts
+    (max tokens or end of sequence), the target's own token, whose kind is ``end``.
+    ``pieces`` is the text each of those tokens added (from mlx-lm's streaming
+    detokenizer, so a piece may be empty while a multi-byte character is incomplete) and
+    ``rejected_pieces`` the text of each rejected draft, shown where it was proposed.
+    """
+
+    index: int
+    drafted: list[int]
+    accepted: int
+    tokens: list[int]
+    end: EndKind | None
+    pieces: list[str]
+    rejected_pieces: list[str]
+    draft_seconds: float
+    verify_seconds: float
+    t: float
+    #: Probability of each drafted token under the draft's (sampling) distribution q.
+    draft_probs: list[float] | None = None
+    #: Probability of each drafted token under the target's (sampling) distribution p.
+    target_probs: list[float] | None = None
+    #: The uniform draw each drafted token was tested against (temperature > 0 only):
+    #: accepted when ``u < min(1, p / q)``.
+    uniforms: list[float] | None = None
+    #: The target's most likely tokens at each verified position: ``[[id, prob], ...]``.
+    alternatives: list[list[list[float]]] | None = None
+    rollback: Rollback = "none"
+    #: Tokens pushed through the target again to rebuild a recurrent state.
+    replayed: int = 0
+    type: Literal["round"] = "round"
+
+    @property
+    def rejected(self) -> list[int]:
+        """The drafted tokens the target turned down."""
+        return self.drafted[self.accepted :]
+
+    @property
+    def seconds(self) -> float:
+        return self.draft_seconds + self.verify_seconds
+
+
+@dataclass(slots=True)
+class Done:
+    """The run ended; totals for the whole run."""
+
+    reason: FinishReason
+    generated_tokens: int
+    seconds: float
+    peak_memory_bytes: int | None
+    error: str | None = None
+    #: Text the detokenizer still held when the run ended (e.g. a trailing space).
+    tail: str = ""
+    type: Literal["done"] = "done"
+
+
+Event = Union[Prefill, Round, Done]
+
+EVENT_TYPES: dict[str, type] = {"prefill": Prefill, "round": Round, "done": Done}
+
+
+def event_from_dict(data: dict) -> Event:
+    """Rebuild an event from its dictionary form (as saved in a session)."""
+    kind = data.get("type")
+    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
+    if cls is None:
+        raise ValueError(f"unknown event type {kind!r}")
+    return cls(**data)
+
+
+@dataclass(slots=True)
+class Trace:
+    """Every event of one strategy's run, with the generated tokens and text."""
+
+    strategy: str
+    events: list[Event] = field(default_factory=list)
+
+    @property
+    def rounds(self) -> list[Round]:
+        return [e for e in self.events if isinstance(e, Round)]
+
+    @property
+    def prefill(self) -> Prefill | None:
+        return next((e for e in self.events if isinstance(e, Prefill)), None)
+
+    @property
+    def done(self) -> Done | None:
+        return next((e for e in reversed(self.events) if isinstance(e, Done)), None)
+
+    @property
+    def tokens(self) -> list[int]:
+        return [t for r in self.rounds for t in r.tokens]
+
+    @property
+    def text(self) -> str:
+        done = self.done
+        body = "".join(p for r in self.rounds for p in r.pieces)
+        return body + (done.tail if done else "")

@@ -1,0 +1,167 @@
+"""Finding and loading models: local directories or Hugging Face ids, each loaded once.
+
+Errors a user can cause (a wrong path, an id that is not in the cache while offline, a
+draft whose tokenizer differs from the target's) raise ``ModelError`` with a message that
+names the problem and the fix; the tokenizer check runs before any weights are read.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import mlx.core as mx
+import mlx.nn as nn
+from mlx.utils import tree_flatten, tree_map
+
+from engines.errors import ModelError
+
+#: Files needed to read a model's configuration and tokenizer without its weights.
+_TOKENIZER_PATTERNS = ["*.json", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja"]
+
+
+@dataclass
+class LoadedModel:
+    """A model and its tokenizer, ready to decode."""
+
+    source: str
+    path: Path
+    model: nn.Module
+    tokenizer: Any
+    config: dict
+    revision: str | None = None
+    #: Arrays cast to float32 for the CPU backend (see ``prefer_fast_dtype``).
+    upcast: bool = False
+
+    @property
+    def name(self) -> str:
+        return self.path.name if Path(self.source).exists() else self.source
+
+
+def _looks_like_hub_id(source: str) -> bool:
+    parts = source.split("/")
+    return len(parts) == 2 and all(parts) and not source.startswith((".", "/", "~"))
+
+
+def resolve(source: str, revision: str | None = None) -> Path:
+    """The local directory holding ``source``'s config and tokenizer (no weights yet)."""
+    path = Path(source).expanduser()
+    if path.exists():
+        if not path.is_dir():
+            raise ModelError(f"{source} is a file, not a model directory")
+        if not (path / "config.json").is_file():
+            raise ModelError(
+                f"{source} is not a model directory: it has no config.json "
+                "(point at the folder that holds config.json and the *.safetensors files)"
+            )
+        return path
+    if not _looks_like_hub_id(source):
+        raise ModelError(
+            f"model not found: {source} (no such directory; a Hugging Face id looks like "
+            "mlx-community/Qwen3-0.6B-4bit)"
+        )
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(
+            snapshot_download(source, revision=revision, allow_patterns=_TOKENIZER_PATTERNS)
+        )
+    except Exception as exc:  # the hub raises many kinds; all mean the same to a user
+        raise ModelError(
+            f"cannot fetch {source} from the Hugging Face hub and it is not in the local "
+            f"cache ({type(exc).__name__}). Check the id and your network, or pass a local "
+            "directory."
+        ) from exc
+
+
+def load_tokenizer(path: Path) -> Any:
+    """mlx-lm's tokenizer wrapper for a resolved model directory."""
+    from mlx_lm.utils import load_tokenizer as _load
+
+    try:
+        return _load(path)
+    except Exception as exc:
+        raise ModelError(f"cannot read the tokenizer in {path}: {exc}") from exc
+
+
+def vocabulary_mismatch(a: Any, b: Any) -> str | None:
+    """Why two tokenizers cannot share token ids, or None when they can.
+
+    Added special tokens (chat markers) may differ between members of one family; the
+    regular vocabulary must map every token to the same id.
+    """
+    special = set(getattr(a, "all_special_tokens", [])) | set(
+        getattr(b, "all_special_tokens", [])
+    )
+    va = {t: i for t, i in a.get_vocab().items() if t not in special}
+    vb = {t: i for t, i in b.get_vocab().items() if t not in special}
+    if va == vb:
+        return None
+    differing = [t for t in va.keys() | vb.keys() if va.get(t) != vb.get(t)]
+    example = sorted(differing, key=lambda t: (va.get(t, 1 << 30), t))[0]
+    return (
+        f"{len(differing)} of {max(len(va), len(vb))} tokens differ "
+        f"(e.g. {example!r}: id {va.get(example)} vs {vb.get(example)})"
+    )
+
+
+def check_pair(target: str, draft: str, revision: str | None = None) -> None:
+    """Refuse a draft that does not share the target's tokenizer, before loading weights."""
+    reason = vocabulary_mismatch(
+        load_tokenizer(resolve(target, revision)), load_tokenizer(resolve(draft))
+    )
+    if reason:
+        raise ModelError(
+            f"the draft {draft} does not use the target {target}'s tokenizer: {reason}. "
+            "Pick a draft from the same model family (same tokenizer)."
+        )
+
+
+def prefer_fast_dtype(model: nn.Module) -> bool:
+    """On the CPU backend, cast half-precision weights to float32.
+
+    float16/bfloat16 matrix products do not go through BLAS on the CPU and run ~100x
+    slower than float32. Quantized weights stay as they are. Returns whether it cast.
+    """
+    if mx.default_device().type != mx.DeviceType.cpu:
+        return False
+    params = tree_flatten(model.parameters())
+    halves = {mx.float16, mx.bfloat16}
+    if not any(v.dtype in halves for _, v in params):
+        return False
+    model.update(
+        tree_map(lambda v: v.astype(mx.float32) if v.dtype in halves else v, model.parameters())
+    )
+    return True
+
+
+@dataclass
+class ModelStore:
+    """Loads each model once, however many strategies use it."""
+
+    _loaded: dict[tuple[str, str | None], LoadedModel] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def get(self, source: str, revision: str | None = None) -> LoadedModel:
+        path = resolve(source, revision)
+        key = (str(path.resolve()), revision)
+        with self._lock:
+            if key not in self._loaded:
+                self._loaded[key] = self._load(source, path, revision)
+            return self._loaded[key]
+
+    @staticmethod
+    def _load(source: str, path: Path, revision: str | None) -> LoadedModel:
+        from mlx_lm import load
+
+        target = str(path) if Path(source).expanduser().exists() else source
+        try:
+            model, tokenizer, config = load(target, revision=revision, return_config=True)
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise ModelError(f"cannot load the model {source}: {exc}") from exc
+        upcast = prefer_fast_dtype(model)
+        return LoadedModel(source, path, model, tokenizer, config, revision, upcast)

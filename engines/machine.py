@@ -1,0 +1,71 @@
+"""What a run was measured on: recorded with every result so numbers can be compared."""
+
+from __future__ import annotations
+
+import os
+import platform
+from importlib import metadata
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _chip() -> str:
+    if platform.system() == "Darwin":
+        try:
+            import subprocess
+
+            out = subprocess.run(
+                ["sysctl", "-n", "machdep.cpu.brand_string"],
+                capture_output=True, text=True, timeout=2,
+            )
+            if out.stdout.strip():
+                return out.stdout.strip()
+        except (OSError, subprocess.SubprocessError):
+            pass
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def _memory_bytes() -> int | None:
+    try:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def blas_library() -> str | None:
+    """The BLAS preloaded into this process (OpenBLAS on Linux), if any."""
+    for lib in os.environ.get("LD_PRELOAD", "").split(":"):
+        if "blas" in os.path.basename(lib).lower():
+            return lib
+    return None
+
+
+def describe_machine() -> dict:
+    """Chip, OS, memory, backend and library versions of this process."""
+    import mlx.core as mx
+
+    return {
+        "chip": _chip(),
+        "os": f"{platform.system()} {platform.release()}",
+        "machine": platform.machine(),
+        "python": platform.python_version(),
+        "memory_bytes": _memory_bytes(),
+        "cpu_count": os.cpu_count(),
+        "device": str(mx.default_device()),
+        "blas": blas_library(),
+        "versions": {
+            name: _version(name) for name in ("mlx", "mlx-lm", "mlx-optiq", "specdeck")
+        },
+    }

@@ -1,0 +1,132 @@
+"""Token choice and the speculative acceptance rule, on mlx arrays.
+
+The filters (top-p, min-p, top-k) are mlx-lm's own, applied in mlx-lm's order, so the
+distribution we sample from is exactly the one ``mlx_lm.sample_utils.make_sampler``
+samples from. Randomness comes from an explicit key stream per run, so a seed
+reproduces a run and two runs in two threads never share random state.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import mlx.core as mx
+from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
+
+from engines.config import Sampling
+
+
+class KeyStream:
+    """A seeded stream of independent PRNG keys."""
+
+    def __init__(self, seed: int) -> None:
+        self._key = mx.random.key(seed)
+
+    def next(self) -> mx.array:
+        self._key, sub = mx.random.split(self._key)
+        return sub
+
+
+def sampling_logprobs(logprobs: mx.array, sampling: Sampling) -> mx.array:
+    """Normalised log-probabilities of the distribution a token is drawn from.
+
+    ``logprobs`` has the vocabulary on its last axis (any leading shape). With
+    temperature 0 this is the model's own distribution (used only for display).
+    """
+    x = logprobs
+    if sampling.greedy:
+        return x - mx.logsumexp(x, axis=-1, keepdims=True)
+    if 0.0 < sampling.top_p < 1.0:
+        x = apply_top_p(x, sampling.top_p)
+    if sampling.min_p > 0.0:
+        x = apply_min_p(x, sampling.min_p)
+    if sampling.top_k > 0 and sampling.top_k < x.shape[-1]:
+        x = apply_top_k(x, sampling.top_k)
+    x = x * (1.0 / sampling.temperature)
+    return x - mx.logsumexp(x, axis=-1, keepdims=True)
+
+
+def choose(logprobs: mx.array, sampling: Sampling, keys: KeyStream) -> mx.array:
+    """Pick one token per row of sampling log-probabilities: argmax, or a seeded draw."""
+    if sampling.greedy:
+        return mx.argmax(logprobs, axis=-1)
+    return mx.random.categorical(logprobs, axis=-1, key=keys.next())
+
+
+@dataclass(slots=True)
+class Verdict:
+    """The outcome of testing k drafts against the target, as lazy mlx arrays."""
+
+    #: 1 where the draft at that position passes its test (the accepted prefix is the
+    #: run of ones from the start).
+    passed: mx.array
+    #: The target's token for each position 0..k: the correction if the draft there is
+    #: the first rejected one, and at position k the bonus token.
+    fallback: mx.array
+    #: p(d_i) and q(d_i) for each drafted token, and the uniform draws (None when greedy).
+    target_probs: mx.array
+    draft_probs: mx.array
+    uniforms: mx.array | None
+
+
+def judge_drafts(
+    drafts: mx.array,
+    target_lp: mx.array,
+    draft_lp: mx.array | None,
+    sampling: Sampling,
+    keys: KeyStream,
+) -> Verdict:
+    """Test drafts against the target, losslessly.
+
+    ``drafts``: (k,) ids; ``target_lp``: (k+1, V) sampling log-probs of the target at
+    each draft position and one past the last; ``draft_lp``: (k, V) sampling
+    log-probs of the distribution each draft was drawn from, or None for a
+    deterministic drafter (prompt lookup), which is a point mass q = 1 on its draft.
+
+    Greedy: a draft passes when it equals the target's argmax; the fallback at each
+    position is that argmax. Temperature > 0 (speculative sampling, Leviathan et al.):
+    a draft passes when ``u < p(d) / q(d)``; the token replacing the first rejected
+    draft is drawn from ``norm(max(0, p - q))`` and the bonus from ``p``. Every
+    candidate is drawn in one batch so a round needs one synchronisation.
+    """
+    k = drafts.shape[0]
+    if k == 0:
+        empty = mx.zeros((0,), mx.float32)
+        token = choose(target_lp, sampling, keys)
+        return Verdict(mx.zeros((0,), mx.bool_), token, empty, empty, None)
+    idx = drafts[:, None]
+    p_draft = mx.exp(mx.take_along_axis(target_lp[:k], idx, axis=-1)[:, 0])
+    if draft_lp is None:
+        q_draft = mx.ones_like(p_draft)
+    else:
+        q_draft = mx.exp(mx.take_along_axis(draft_lp, idx, axis=-1)[:, 0])
+
+    if sampling.greedy:
+        best = mx.argmax(target_lp, axis=-1)
+        return Verdict(best[:k] == drafts, best, p_draft, q_draft, None)
+
+    uniforms = mx.random.uniform(shape=(k,), key=keys.next())
+    passed = uniforms * q_draft < p_draft
+    p = mx.exp(target_lp[:k])
+    if draft_lp is None:
+        q = mx.zeros_like(p)
+        q = mx.put_along_axis(q, idx, mx.ones((k, 1), q.dtype), axis=-1)
+    else:
+        q = mx.exp(draft_lp)
+    residual = mx.maximum(p - q, 0.0)
+    # A rejection implies p(d) < q(d), so mass is left elsewhere; guard exact ties anyway.
+    empty = mx.sum(residual, axis=-1, keepdims=True) <= 0
+    residual = mx.where(empty, p, residual)
+    corrections = mx.random.categorical(mx.log(residual), axis=-1, key=keys.next())
+    bonus = mx.random.categorical(target_lp[k], key=keys.next())
+    fallback = mx.concatenate([corrections, bonus[None]])
+    return Verdict(passed, fallback, p_draft, q_draft, uniforms)
+
+
+def top_alternatives(logprobs: mx.array, count: int) -> tuple[mx.array, mx.array]:
+    """The ``count`` most likely ids per row and their probabilities, best first."""
+    count = min(count, logprobs.shape[-1])
+    ids = mx.argpartition(-logprobs, kth=count - 1, axis=-1)[..., :count]
+    lp = mx.take_along_axis(logprobs, ids, axis=-1)
+    order = mx.argsort(-lp, axis=-1)
+    return mx.take_along_axis(ids, order, axis=-1), mx.exp(mx.take_along_axis(lp, order, axis=-1))

@@ -1,0 +1,81 @@
+"""One entry point for every strategy, with cancellation and failures turned into events.
+
+Front ends (the headless CLI, the app, sweeps) call ``run_strategy`` and always receive a
+Prefill (unless loading failed), Rounds, and exactly one Done, whatever happens.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+import mlx.core as mx
+
+from engines.config import STRATEGIES, DecodeSettings
+from engines.errors import SettingsError
+from engines.decoding import Clock
+from engines.draft import run_draft
+from engines.events import Done, Event, Round
+from engines.loading import LoadedModel
+from engines.plain import run_plain
+
+
+@dataclass
+class Models:
+    """The loaded models a comparison uses; one object per distinct model."""
+
+    target: LoadedModel
+    draft: LoadedModel | None = None
+
+
+def strategy_events(
+    name: str,
+    models: Models,
+    prompt: list[int],
+    settings: DecodeSettings,
+    clock: Clock = time.perf_counter,
+) -> Iterator[Event]:
+    """The raw event generator of one strategy."""
+    if name == "plain":
+        return run_plain(models.target, prompt, settings, clock)
+    if name == "draft":
+        if models.draft is None:
+            raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
+        return run_draft(models.target, models.draft, prompt, settings, clock)
+    raise SettingsError(f"unknown strategy {name!r} (choose from {', '.join(STRATEGIES)})")
+
+
+def run_strategy(
+    name: str,
+    models: Models,
+    prompt: list[int],
+    settings: DecodeSettings,
+    clock: Clock = time.perf_counter,
+    cancelled: Callable[[], bool] = lambda: False,
+) -> Iterator[Event]:
+    """Run one strategy to its end, checking ``cancelled`` after every event.
+
+    A cancelled or failed run still ends with a Done (reason ``cancelled`` or
+    ``error``), so what was produced so far is kept and can be saved as partial.
+    """
+    start = clock()
+    generated = 0
+    events = strategy_events(name, models, prompt, settings, clock)
+    try:
+        for event in events:
+            if isinstance(event, Round):
+                generated += len(event.tokens)
+            yield event
+            if isinstance(event, Done):
+                return
+            if cancelled():
+                events.close()
+                yield Done("cancelled", generated, clock() - start, int(mx.get_peak_memory()))
+                return
+    except Exception as exc:  # reported as an event; front ends decide how loud to be
+        events.close()
+        yield Done(
+            "error", generated, clock() - start, int(mx.get_peak_memory()),
+            error=f"{type(exc).__name__}: {exc}",
+        )

@@ -1,0 +1,3 @@
+from specdeck.cli import entry
+
+entry()

@@ -1,0 +1,43 @@
+"""Use the system OpenBLAS on Linux: mlx's CPU wheel bundles a reference BLAS ~30x slower.
+
+``LD_PRELOAD`` only works from process start, so the command re-executes itself once with
+it set. ``SPECDECK_NO_OPENBLAS=1`` turns this off.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from pathlib import Path
+
+_MARK = "SPECDECK_BLAS_CHECKED"
+
+
+def openblas_path() -> Path | None:
+    """Debian/Ubuntu's threaded OpenBLAS (package libopenblas0-pthread), if installed."""
+    arch = platform.machine()
+    for candidate in (
+        Path(f"/usr/lib/{arch}-linux-gnu/openblas-pthread/libopenblas.so.0"),
+        Path("/usr/lib64/libopenblas.so.0"),
+        Path("/usr/lib/libopenblas.so.0"),
+    ):
+        if candidate.exists():
+            return candidate
+    return None
+
+
+def reexec_with_openblas(argv: list[str]) -> None:
+    """Replace this process with one that has OpenBLAS preloaded, when that helps."""
+    if sys.platform != "linux" or os.environ.get(_MARK) or os.environ.get("SPECDECK_NO_OPENBLAS"):
+        return
+    preload = os.environ.get("LD_PRELOAD", "")
+    if "blas" in preload.lower():
+        return
+    lib = openblas_path()
+    if lib is None:
+        return
+    env = dict(os.environ)
+    env[_MARK] = "1"
+    env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
+    os.execve(sys.executable, [sys.executable, "-m", "specdeck", *argv], env)

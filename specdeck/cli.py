@@ -1,0 +1,186 @@
+"""The ``specdeck`` command: the playground by default, headless subcommands for scripts.
+
+Every user error (a wrong path, mismatched tokenizers, an out-of-range setting) ends in
+one line on stderr and exit status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from engines.config import MAX_DRAFT_TOKENS, DecodeSettings, Sampling
+from engines.errors import ModelError, SettingsError
+
+EXIT_USAGE = 2
+EXIT_RUN_FAILED = 1
+
+
+class UserError(Exception):
+    """Something the user can fix; printed as one line."""
+
+
+def read_prompt(value: str) -> str:
+    """A prompt given as text or as the path of a text file."""
+    path = Path(value).expanduser()
+    try:
+        is_file = len(value) < 4096 and path.is_file()
+    except OSError:
+        is_file = False
+    if is_file:
+        try:
+            return path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UserError(f"cannot read the prompt file {value}: {exc}") from exc
+    return value
+
+
+def _add_run_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--target", required=True, help="target model: a directory or a Hugging Face id")
+    p.add_argument("--draft", help="draft model for the draft strategy (same tokenizer)")
+    p.add_argument("--revision", help="revision of the target on the Hugging Face hub")
+    p.add_argument(
+        "--strategies", default="plain,draft",
+        help="comma-separated, run in this order (plain, draft)",
+    )
+    p.add_argument("--prompt", required=True, help="prompt text, or a file holding it")
+    p.add_argument("-k", "--num-draft-tokens", type=int, default=2,
+                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default 2)")
+    p.add_argument("--max-tokens", type=int, default=256)
+    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 is greedy")
+    p.add_argument("--top-p", type=float, default=1.0)
+    p.add_argument("--top-k", type=int, default=0)
+    p.add_argument("--min-p", type=float, default=0.0)
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--max-kv-size", type=int, help="bound the KV cache (rotating window)")
+    p.add_argument("--alternatives", type=int, default=0,
+                   help="record the target's top-N alternatives at each position")
+    p.add_argument("--warmup-tokens", type=int, default=8,
+                   help="tokens of the untimed warm-up run per strategy (0: none)")
+    p.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens")
+    chat = p.add_mutually_exclusive_group()
+    chat.add_argument("--chat", dest="chat", action="store_true", default=None,
+                      help="wrap the prompt in the chat template")
+    chat.add_argument("--raw", dest="chat", action="store_false",
+                      help="feed the prompt as is (default when there is no chat template)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="specdeck",
+        description="Compare LLM decoding strategies side by side: plain, draft-model "
+        "speculation, MTP and prompt lookup.",
+    )
+    sub = parser.add_subparsers(dest="command")
+    compare = sub.add_parser("compare", help="run strategies one after another on one prompt")
+    _add_run_options(compare)
+    compare.add_argument("--headless", action="store_true", help="no app: print a summary")
+    compare.add_argument("--json", type=Path, help="write the result as JSON here")
+    return parser
+
+
+def settings_from(args: argparse.Namespace) -> DecodeSettings:
+    return DecodeSettings(
+        max_tokens=args.max_tokens,
+        sampling=Sampling(
+            temperature=args.temp, top_p=args.top_p, top_k=args.top_k,
+            min_p=args.min_p, seed=args.seed,
+        ),
+        num_draft_tokens=args.num_draft_tokens,
+        alternatives=args.alternatives,
+        stop_at_eos=not args.ignore_eos,
+        max_kv_size=args.max_kv_size,
+    )
+
+
+def _config(result) -> dict:
+    """The run's configuration as recorded in the JSON document."""
+    request = result.request
+
+    def model(entry):
+        if entry is None:
+            return None
+        return {"source": entry.source, "path": str(entry.path), "revision": entry.revision}
+
+    return {
+        "prompt": request.prompt,
+        "prompt_tokens": result.prompt_tokens,
+        "chat": request.chat,
+        "strategies": request.strategies,
+        "target": model(result.models.target),
+        "draft": model(result.models.draft),
+        "settings": request.settings.to_dict(),
+        "warmup_tokens": request.warmup_tokens,
+    }
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from engines.compare import CompareRequest, run_compare
+    from engines.machine import describe_machine
+    from specdeck.session import build_document, save_document
+
+    if not args.headless:
+        raise UserError("the playground is not available yet: add --headless")
+    request = CompareRequest(
+        target=args.target,
+        draft=args.draft,
+        revision=args.revision,
+        strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
+        prompt=read_prompt(args.prompt),
+        settings=settings_from(args),
+        chat=args.chat,
+        warmup_tokens=args.warmup_tokens,
+    )
+    request.validate()
+
+    def progress(message: str) -> None:
+        print(f"specdeck: {message}", file=sys.stderr, flush=True)
+
+    result = run_compare(request, progress=progress)
+    document = build_document(_config(result), describe_machine(), result.traces)
+    if args.json:
+        save_document(args.json, document)
+        progress(f"wrote {args.json}")
+    failed = False
+    for name, entry in document["strategies"].items():
+        stats, done = entry["stats"], entry["done"] or {}
+        rate = stats["acceptance_rate"]
+        speed = stats["speedup_vs_plain"]
+        print(
+            f"{name:>6}: {stats['generated_tokens']} tokens, "
+            f"{(stats['tokens_per_s'] or 0):.1f} tok/s"
+            + (f", acceptance {rate:.0%}" if rate is not None else "")
+            + (f", {speed:.2f}x plain" if speed is not None and name != "plain" else "")
+            + f", {done.get('reason', '?')}"
+        )
+        if done.get("reason") == "error":
+            failed = True
+            print(f"specdeck: {name} failed: {done.get('error')}", file=sys.stderr)
+    return EXIT_RUN_FAILED if failed else 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    try:
+        return {"compare": cmd_compare}[args.command](args)
+    except (UserError, SettingsError, ModelError) as exc:
+        print(f"specdeck: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("specdeck: interrupted", file=sys.stderr)
+        return 130
+
+
+def entry() -> None:
+    """Console-script entry: use the system OpenBLAS on Linux, then run."""
+    from specdeck.blas import reexec_with_openblas
+
+    if not os.environ.get("PYTEST_CURRENT_TEST"):
+        reexec_with_openblas(sys.argv[1:])
+    sys.exit(main())

@@ -1,0 +1,30 @@
+"""Shared pytest fixtures for specdeck's tests.
+
+The tiny models are built from code (see ``tests/tiny_models.py``): no network,
+no Hugging Face hub.  Building the whole family takes well under a second.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+_TESTS_DIR = Path(__file__).resolve().parent
+if str(_TESTS_DIR) not in sys.path:  # also works with --import-mode=importlib
+    sys.path.insert(0, str(_TESTS_DIR))
+
+from tiny_models import build_family  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def tiny_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Directories of the tiny tokenizer/models, built once per test session.
+
+    Keys: ``"tokenizer"``, ``"llama_target"``, ``"llama_draft"``,
+    ``"qwen3_target"``, ``"hybrid_target"``, ``"hybrid_draft"``,
+    ``"other_tokenizer_model"`` (see :func:`tiny_models.build_family`).
+    Treat the directories as read-only: they are shared by all tests.
+    """
+    return build_family(tmp_path_factory.mktemp("tiny_family"))

@@ -1,0 +1,1 @@
+"""The Textual playground. Consumes engine events; never imports mlx itself."""
