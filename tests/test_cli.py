@@ -1,0 +1,105 @@
+"""The headless command: its JSON shape, and one clear line for every user error."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+
+import mlx_lm
+from specdeck.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def specdeck(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "SPECDECK_NO_OPENBLAS": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "specdeck", *args],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )
+
+
+def test_compare_headless_writes_the_documented_json(tiny_family, tmp_path) -> None:
+    out = tmp_path / "out.json"
+    prompt = tmp_path / "prompt.txt"
+    prompt.write_text("def add(a, b):\n    return")
+    result = specdeck(
+        "compare", "--headless", "--json", str(out),
+        "--target", str(tiny_family["llama_target"]), "--draft", str(tiny_family["llama_draft"]),
+        "--strategies", "plain,draft", "-k", "4", "--temp", "0", "--max-tokens", "24",
+        "--prompt", str(prompt), "--seed", "3", "--ignore-eos",
+    )
+    assert result.returncode == 0, result.stderr
+    doc = orjson.loads(out.read_bytes())
+    assert set(doc["strategies"]) == {"plain", "draft"}
+    for name, entry in doc["strategies"].items():
+        assert len(entry["tokens"]) == 24
+        assert isinstance(entry["text"], str) and entry["rounds"]
+        for key in ("tokens_per_s", "acceptance_rate", "mean_accepted", "peak_memory_bytes"):
+            assert key in entry["stats"]
+    assert doc["strategies"]["draft"]["tokens"] == doc["strategies"]["plain"]["tokens"]
+    assert doc["strategies"]["draft"]["stats"]["acceptance_rate"] > 0
+    assert doc["config"]["prompt"] == prompt.read_text()
+    assert doc["config"]["settings"]["num_draft_tokens"] == 4
+    assert doc["machine"]["versions"]["mlx"]
+    assert "draft" in result.stdout and "tok/s" in result.stdout
+
+
+def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr
+    lines = [l for l in result.stderr.splitlines() if l.startswith("specdeck: error:")]
+    assert len(lines) == 1, result.stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def test_missing_model_path(tmp_path) -> None:
+    one_line_error(
+        specdeck("compare", "--headless", "--target", str(tmp_path / "nope"),
+                 "--strategies", "plain", "--prompt", "hi"),
+        "model not found", "nope",
+    )
+
+
+def test_directory_that_is_not_a_model(tmp_path) -> None:
+    one_line_error(
+        specdeck("compare", "--headless", "--target", str(tmp_path),
+                 "--strategies", "plain", "--prompt", "hi"),
+        "not a model directory", "config.json",
+    )
+
+
+def test_mismatched_tokenizers_refused_before_loading_weights(tiny_family, monkeypatch, capsys) -> None:
+    def no_loading(*args, **kwargs):
+        raise AssertionError("weights were loaded")
+
+    monkeypatch.setattr(mlx_lm, "load", no_loading)
+    code = main([
+        "compare", "--headless", "--target", str(tiny_family["llama_target"]),
+        "--draft", str(tiny_family["other_tokenizer_model"]), "--prompt", "hi",
+    ])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "does not use the target" in err and "tokenizer" in err
+    assert str(tiny_family["other_tokenizer_model"]) in err
+
+
+@pytest.mark.parametrize("k", ["0", "17"])
+def test_k_out_of_range(tiny_family, k) -> None:
+    one_line_error(
+        specdeck("compare", "--headless", "--target", str(tiny_family["llama_target"]),
+                 "--draft", str(tiny_family["llama_draft"]), "-k", k, "--prompt", "hi"),
+        "between 1 and 16", f"got {k}",
+    )
+
+
+def test_draft_strategy_without_draft_model(tiny_family, capsys) -> None:
+    code = main(["compare", "--headless", "--target", str(tiny_family["llama_target"]),
+                 "--strategies", "plain,draft", "--prompt", "hi"])
+    assert code == 2 and "--draft" in capsys.readouterr().err

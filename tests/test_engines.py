@@ -1,0 +1,299 @@
+"""The plain and draft strategies against each other and against mlx-lm as an oracle."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import mlx.core as mx
+import pytest
+from mlx_lm.generate import generate_step, speculative_generate_step
+from mlx_lm.sample_utils import make_sampler
+
+import engines.speculative
+from engines.config import DecodeSettings, Sampling
+from engines.events import Done, Prefill, Round, Trace
+from engines.loading import ModelStore
+from engines.sampling import Verdict
+from engines.stats import compute_stats
+from engines.strategies import Models, run_strategy
+from lossless import lossless_pvalues
+
+PROMPT = "def add(a, b):\n    return"
+TOKENS = 48
+
+
+@pytest.fixture(scope="module")
+def store() -> ModelStore:
+    return ModelStore()
+
+
+def pair(store: ModelStore, family: dict, target: str, draft: str) -> Models:
+    return Models(store.get(str(family[target])), store.get(str(family[draft])))
+
+
+def run(name: str, models: Models, settings: DecodeSettings, prompt: str = PROMPT) -> Trace:
+    ids = models.target.tokenizer.encode(prompt)
+    return Trace(name, list(run_strategy(name, models, ids, settings)))
+
+
+def greedy(**kw) -> DecodeSettings:
+    kw.setdefault("max_tokens", TOKENS)
+    return DecodeSettings(stop_at_eos=False, **kw)
+
+
+PAIRS = [
+    ("llama_target", "llama_draft"),  # attention only
+    ("hybrid_target", "hybrid_draft"),  # both hybrid
+    ("hybrid_target", "llama_draft"),  # hybrid target, attention draft
+    ("llama_target", "hybrid_draft"),  # attention target, hybrid draft
+    ("qwen3_target", "llama_draft"),
+]
+
+
+@pytest.mark.parametrize("target,draft", PAIRS)
+def test_draft_equals_plain_at_temperature_zero(tiny_family, store, target, draft) -> None:
+    models = pair(store, tiny_family, target, draft)
+    plain = run("plain", models, greedy())
+    assert len(plain.tokens) == TOKENS
+    assert len(set(plain.tokens)) > 5, "fixture should not emit one token forever"
+    for k in range(1, 9):
+        spec = run("draft", models, greedy(num_draft_tokens=k))
+        assert spec.tokens == plain.tokens, f"k={k} diverged"
+        assert spec.text == plain.text
+        assert spec.done.reason == "length"
+
+
+def test_hybrid_pair_accepts_some_and_replays(tiny_family, store) -> None:
+    """Both models hybrid: rejections force the target to restore and replay."""
+    models = pair(store, tiny_family, "hybrid_target", "hybrid_draft")
+    trace = run("draft", models, greedy(num_draft_tokens=4))
+    stats = compute_stats(trace.events)
+    assert 0.1 < stats.acceptance_rate < 0.95
+    kinds = {r.rollback for r in trace.rounds}
+    assert "replay" in kinds
+    replays = [r for r in trace.rounds if r.rollback == "replay"]
+    assert all(r.replayed == r.accepted + 1 for r in replays)
+
+
+def test_round_structure(tiny_family, store) -> None:
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    trace = run("draft", models, greedy(num_draft_tokens=3, alternatives=4))
+    assert isinstance(trace.events[0], Prefill)
+    assert isinstance(trace.events[-1], Done)
+    for r in trace.rounds:
+        assert r.tokens[: r.accepted] == r.drafted[: r.accepted]
+        assert len(r.pieces) == len(r.tokens)
+        assert len(r.rejected_pieces) == len(r.drafted) - r.accepted
+        if r.end == "bonus":
+            assert r.accepted == len(r.drafted)
+        if r.end == "correction":
+            assert r.tokens[-1] != r.drafted[r.accepted]
+        # Greedy: the target's top alternative at each kept position is the kept token.
+        assert len(r.alternatives) == len(r.drafted) + 1
+        for row, token in zip(r.alternatives, r.tokens):
+            assert row[0][0] == token
+            assert [p for _, p in row] == sorted((p for _, p in row), reverse=True)
+        assert all(0 <= p <= 1 for p in r.draft_probs + r.target_probs)
+    assert {"bonus", "correction"} <= {r.end for r in trace.rounds}
+
+
+def mlx_lm_rounds(flags: list[bool]) -> list[int]:
+    """Accepted drafts per round from mlx-lm's from_draft flags."""
+    rounds, run_length = [], 0
+    for from_draft in flags:
+        if from_draft:
+            run_length += 1
+        else:
+            rounds.append(run_length)
+            run_length = 0
+    if run_length:
+        rounds.append(run_length)
+    return rounds
+
+
+@pytest.mark.parametrize("k", [1, 2, 3, 5, 8])
+def test_draft_matches_mlx_lm_round_by_round(tiny_family, store, k) -> None:
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    ids = models.target.tokenizer.encode(PROMPT)
+    oracle = list(
+        speculative_generate_step(
+            mx.array(ids), models.target.model, models.draft.model,
+            num_draft_tokens=k, max_tokens=TOKENS,
+        )
+    )
+    ours = run("draft", models, greedy(num_draft_tokens=k))
+    assert ours.tokens == [t for t, _, _ in oracle]
+    assert [r.accepted for r in ours.rounds] == mlx_lm_rounds([f for _, _, f in oracle])
+
+
+def test_plain_matches_mlx_lm_generate_step(tiny_family, store) -> None:
+    for name in ("llama_target", "hybrid_target"):
+        target = store.get(str(tiny_family[name]))
+        ids = target.tokenizer.encode(PROMPT)
+        oracle = [t for t, _ in generate_step(mx.array(ids), target.model, max_tokens=TOKENS)]
+        assert run("plain", Models(target), greedy()).tokens == oracle
+
+
+def test_hybrid_target_where_mlx_lm_refuses(tiny_family, store) -> None:
+    models = pair(store, tiny_family, "hybrid_target", "hybrid_draft")
+    ids = models.target.tokenizer.encode(PROMPT)
+    with pytest.raises(ValueError, match="trimmable"):
+        next(speculative_generate_step(mx.array(ids), models.target.model, models.draft.model))
+    assert run("draft", models, greedy()).tokens == run("plain", models, greedy()).tokens
+
+
+@pytest.fixture(scope="module")
+def sliding_target(tiny_family, tmp_path_factory) -> str:
+    """The llama target with its first layer attending through an 8-token sliding window
+    (a RotatingKVCache, as Gemma 3 or Ministral use): same weights, new config."""
+    import json
+    import shutil
+
+    out = tmp_path_factory.mktemp("sliding") / "llama_sliding"
+    shutil.copytree(tiny_family["llama_target"], out)
+    config = json.loads((out / "config.json").read_text())
+    layers = config["num_hidden_layers"]
+    config["layer_types"] = ["sliding_attention"] + ["full_attention"] * (layers - 1)
+    config["sliding_window"] = 8
+    (out / "config.json").write_text(json.dumps(config))
+    return str(out)
+
+
+@pytest.mark.parametrize("k", [1, 3, 4])
+def test_rotating_window_after_wrap(tiny_family, store, sliding_target, k) -> None:
+    """A sliding-window layer wraps its cache early in the run; rewinds then restore it
+    and replay, and the output still equals plain decoding (and mlx-lm's)."""
+    target = store.get(sliding_target)
+    models = Models(target, store.get(str(tiny_family["llama_draft"])))
+    ids = target.tokenizer.encode(PROMPT)
+    oracle = [t for t, _ in generate_step(mx.array(ids), target.model, max_tokens=TOKENS)]
+    plain = run("plain", models, greedy())
+    assert plain.tokens == oracle
+    assert plain.tokens != run("plain", pair(store, tiny_family, "llama_target", "llama_draft"), greedy()).tokens
+    spec = run("draft", models, greedy(num_draft_tokens=k))
+    assert spec.tokens == plain.tokens
+    assert "replay" in {r.rollback for r in spec.rounds}
+
+
+def test_eos_stops_and_max_tokens_truncates(tiny_family, store) -> None:
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    plain = run("plain", models, greedy())
+    # Pretend the 10th greedy token is end-of-sequence.
+    stop = plain.tokens[9]
+    first = plain.tokens.index(stop)
+    tokenizer = models.target.tokenizer
+    saved = tokenizer.eos_token_ids
+    tokenizer.eos_token_ids = {stop}
+    try:
+        for name in ("plain", "draft"):
+            trace = run(name, models, replace(greedy(num_draft_tokens=4), stop_at_eos=True))
+            assert trace.tokens == plain.tokens[: first + 1]
+            assert trace.done.reason == "stop"
+    finally:
+        tokenizer.eos_token_ids = saved
+    for n in (1, 2, 5):
+        trace = run("draft", models, greedy(max_tokens=n, num_draft_tokens=4))
+        assert trace.tokens == plain.tokens[:n]
+        assert trace.done.reason == "length"
+
+
+def test_cancel_ends_with_done_and_keeps_rounds(tiny_family, store) -> None:
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    ids = models.target.tokenizer.encode(PROMPT)
+    seen = []
+
+    def cancelled() -> bool:
+        return len(seen) >= 3
+
+    for event in run_strategy("draft", models, ids, greedy(), cancelled=cancelled):
+        seen.append(event)
+    assert isinstance(seen[-1], Done) and seen[-1].reason == "cancelled"
+    assert sum(isinstance(e, Round) for e in seen) == 2
+    assert seen[-1].generated_tokens == sum(len(e.tokens) for e in seen if isinstance(e, Round))
+
+
+# --- temperature > 0 -------------------------------------------------------------------
+
+SAMPLES = 1500
+
+
+def first_two(models: Models, settings: DecodeSettings, name: str):
+    ids = models.target.tokenizer.encode(PROMPT)
+
+    def tokens(seed: int) -> list[int]:
+        s = replace(settings, sampling=replace(settings.sampling, seed=seed))
+        return Trace(name, list(run_strategy(name, models, ids, s))).tokens
+
+    return tokens, ids
+
+
+SAMPLINGS = {
+    "temp1": Sampling(temperature=1.0),
+    "filtered": Sampling(temperature=0.8, top_p=0.9, top_k=20, min_p=0.02),
+}
+
+
+@pytest.mark.parametrize("sampling", sorted(SAMPLINGS))
+@pytest.mark.parametrize("k", [1, 3])
+def test_draft_sampling_is_lossless(tiny_family, store, sampling, k) -> None:
+    """k=1 with 2 tokens covers acceptance, correction and bonus; k=3 covers position 2."""
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    settings = DecodeSettings(
+        max_tokens=2, stop_at_eos=False, num_draft_tokens=k, sampling=SAMPLINGS[sampling]
+    )
+    tokens, ids = first_two(models, settings, "draft")
+    p_first, p_second = lossless_pvalues(tokens, models.target.model, ids, settings.sampling, SAMPLES)
+    assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)
+
+
+def test_plain_sampling_matches_target(tiny_family, store) -> None:
+    target = store.get(str(tiny_family["llama_target"]))
+    settings = DecodeSettings(max_tokens=2, stop_at_eos=False, sampling=SAMPLINGS["filtered"])
+    tokens, ids = first_two(Models(target), settings, "plain")
+    p_first, p_second = lossless_pvalues(tokens, target.model, ids, settings.sampling, SAMPLES)
+    assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)
+
+
+def accept_everything(verdict: Verdict, target_lp: mx.array, keys) -> Verdict:
+    return replace(verdict, passed=mx.ones_like(verdict.passed))
+
+
+def correct_from_target(verdict: Verdict, target_lp: mx.array, keys) -> Verdict:
+    """Replace a rejected draft with a draw from p instead of norm(max(0, p - q))."""
+    return replace(verdict, fallback=mx.random.categorical(target_lp, axis=-1, key=keys.next()))
+
+
+@pytest.mark.parametrize("broken", [accept_everything, correct_from_target])
+def test_lossless_check_catches_a_wrong_acceptance_rule(tiny_family, store, monkeypatch, broken) -> None:
+    """The test above has teeth: plausible but wrong rules fail it."""
+    real = engines.speculative.judge_drafts
+
+    def judge(drafts, target_lp, draft_lp, sampling, keys) -> Verdict:
+        return broken(real(drafts, target_lp, draft_lp, sampling, keys), target_lp, keys)
+
+    monkeypatch.setattr(engines.speculative, "judge_drafts", judge)
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=1,
+                              sampling=SAMPLINGS["temp1"])
+    tokens, ids = first_two(models, settings, "draft")
+    p_first, _ = lossless_pvalues(tokens, models.target.model, ids, settings.sampling, SAMPLES)
+    assert p_first < 1e-3
+
+
+def test_sampling_acceptance_beats_mlx_lm_exact_match(tiny_family, store) -> None:
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    ids = models.target.tokenizer.encode(PROMPT)
+    k, n = 2, 200
+    mx.random.seed(0)
+    oracle = list(
+        speculative_generate_step(
+            mx.array(ids), models.target.model, models.draft.model,
+            num_draft_tokens=k, max_tokens=n, sampler=make_sampler(0.7),
+        )
+    )
+    rounds = mlx_lm_rounds([f for _, _, f in oracle])
+    theirs = sum(rounds) / (k * len(rounds))
+    settings = DecodeSettings(max_tokens=n, stop_at_eos=False, num_draft_tokens=k,
+                              sampling=Sampling(temperature=0.7))
+    ours = compute_stats(run("draft", models, settings).events).acceptance_rate
+    assert ours > theirs + 0.1, (ours, theirs)
