@@ -1,0 +1,116 @@
+"""What observability costs: specdeck's strategies against mlx-lm's own loops.
+
+Runs, interleaved and repeated, on the same models and prompt:
+  specdeck ``draft``  vs  ``mlx_lm.generate.speculative_generate_step``
+  specdeck ``plain``  vs  ``mlx_lm.generate.generate_step``
+and prints tokens/s medians and the ratio specdeck / mlx-lm (target >= 0.97).
+
+Models: ``--target``/``--draft`` directories, or a random pair built on the fly
+(``--size small``: a ~25M-parameter target with a ~3M draft sharing its embeddings, so a
+forward pass costs real compute; ``--size tiny``: the test fixtures, where per-round Python
+overhead dominates and the ratio is a worst case).
+
+    python bench/engine_overhead.py --size small --tokens 128 --reps 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+import mlx.core as mx  # noqa: E402
+from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E402
+
+from engines.config import DecodeSettings  # noqa: E402
+from engines.loading import ModelStore  # noqa: E402
+from engines.strategies import Models, run_strategy  # noqa: E402
+
+PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
+
+
+def build_pair(size: str, root: Path) -> tuple[Path, Path]:
+    from tiny_models import build_family, build_model, build_tokenizer
+
+    if size == "tiny":
+        family = build_family(root)
+        return family["llama_target"], family["llama_draft"]
+    tok = build_tokenizer(root / "tokenizer")
+    target = build_model(root / "target", "llama", seed=1, tokenizer_dir=tok,
+                         hidden_size=512, num_layers=8, num_heads=8, num_kv_heads=4)
+    draft = build_model(root / "draft", "llama", seed=2, tokenizer_dir=tok,
+                        hidden_size=512, num_layers=1, num_heads=8, num_kv_heads=4,
+                        share_embeddings_from=target)
+    return target, draft
+
+
+def timed(fn) -> float:
+    mx.synchronize()
+    start = time.perf_counter()
+    n = fn()
+    mx.synchronize()
+    return n / (time.perf_counter() - start)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--target")
+    parser.add_argument("--draft")
+    parser.add_argument("--size", choices=["tiny", "small"], default="small")
+    parser.add_argument("-k", type=int, default=2)
+    parser.add_argument("--tokens", type=int, default=128)
+    parser.add_argument("--reps", type=int, default=5)
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        if args.target and args.draft:
+            target_dir, draft_dir = Path(args.target), Path(args.draft)
+        else:
+            target_dir, draft_dir = build_pair(args.size, Path(tmp))
+        store = ModelStore()
+        models = Models(store.get(str(target_dir)), store.get(str(draft_dir)))
+        ids = models.target.tokenizer.encode(PROMPT)
+        prompt = mx.array(ids)
+        n = args.tokens
+        settings = DecodeSettings(max_tokens=n, num_draft_tokens=args.k, stop_at_eos=False)
+
+        def ours(name: str):
+            return lambda: sum(
+                len(getattr(e, "tokens", ())) for e in run_strategy(name, models, ids, settings)
+            )
+
+        def mlx_draft():
+            return sum(1 for _ in speculative_generate_step(
+                prompt, models.target.model, models.draft.model,
+                num_draft_tokens=args.k, max_tokens=n))
+
+        def mlx_plain():
+            return sum(1 for _ in generate_step(prompt, models.target.model, max_tokens=n))
+
+        runs = {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
+                "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain}
+        for fn in runs.values():  # warm-up
+            fn()
+        results: dict[str, list[float]] = {name: [] for name in runs}
+        for _ in range(args.reps):
+            for name, fn in runs.items():
+                results[name].append(timed(fn))
+
+    med = {name: statistics.median(v) for name, v in results.items()}
+    print(f"models: {target_dir.name} + {draft_dir.name}, k={args.k}, {n} tokens, "
+          f"{args.reps} interleaved repetitions, device {mx.default_device()}")
+    for name, value in med.items():
+        spread = max(results[name]) - min(results[name])
+        print(f"  {name:15s} {value:8.1f} tok/s  (range {spread:.1f})")
+    print(f"draft: specdeck / mlx-lm = {med['specdeck draft'] / med['mlx-lm draft']:.3f}")
+    print(f"plain: specdeck / mlx-lm = {med['specdeck plain'] / med['mlx-lm plain']:.3f}")
+
+
+if __name__ == "__main__":
+    main()
