@@ -103,3 +103,15 @@ def test_draft_strategy_without_draft_model(tiny_family, capsys) -> None:
     code = main(["compare", "--headless", "--target", str(tiny_family["llama_target"]),
                  "--strategies", "plain,draft", "--prompt", "hi"])
     assert code == 2 and "--draft" in capsys.readouterr().err
+
+
+def test_hub_id_offline_says_so(tmp_path) -> None:
+    """A Hugging Face id goes to the hub (never in the tests: offline mode is forced)."""
+    env = {"HF_HUB_OFFLINE": "1", "HF_HOME": str(tmp_path / "hf")}
+    result = subprocess.run(
+        [sys.executable, "-m", "specdeck", "compare", "--headless",
+         "--target", "mlx-community/not-a-real-model-xyz", "--strategies", "plain", "--prompt", "hi"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env, "SPECDECK_NO_OPENBLAS": "1"},
+        timeout=300,
+    )
+    one_line_error(result, "mlx-community/not-a-real-model-xyz", "Hugging Face hub", "local")
