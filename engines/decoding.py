@@ -24,6 +24,30 @@ def forward(model: Any, cache: Sequence[Any], tokens: mx.array) -> mx.array:
     return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
 
 
+def split_at_output(model: Any) -> tuple[Any, Callable[[mx.array], mx.array]]:
+    """A causal LM cut where its output layer begins: (trunk, output layer).
+
+    The trunk maps ids to the final, normed hidden states; the output layer maps those to
+    logits (``lm_head``, or the embedding matrix when tied). Valid for the families whose
+    logits are exactly that (Llama, Qwen3, Qwen3.5/3.6), which is what MTP heads need:
+    they draft from the trunk's hidden state through the trunk's own output layer.
+    """
+    text = getattr(model, "language_model", model)
+    output = text.lm_head if "lm_head" in text else text.model.embed_tokens.as_linear
+    return text.model, output
+
+
+def forward_hidden(
+    model: Any, cache: Sequence[Any], tokens: mx.array
+) -> tuple[mx.array, mx.array]:
+    """``forward``, also returning the final hidden states (S, H) behind each row, from
+    the same single pass (see ``split_at_output``)."""
+    trunk, output = split_at_output(model)
+    hidden = trunk(tokens[None], cache=cache)
+    logits = output(hidden)[0]
+    return logits - mx.logsumexp(logits, axis=-1, keepdims=True), hidden[0]
+
+
 def prefill(model: Any, cache: Sequence[Any], prompt: mx.array, step: int) -> mx.array:
     """Feed all but the last prompt token in chunks; return what is left to feed.
 

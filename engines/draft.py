@@ -25,6 +25,8 @@ class DraftModel:
     state of a hybrid draft restored from the checkpoint, never replayed.
     """
 
+    wants_hidden = False
+
     def __init__(self, draft: LoadedModel, settings: DecodeSettings, keys: KeyStream) -> None:
         self.model = draft.model
         self.cache = make_prompt_cache(self.model, max_kv_size=settings.max_kv_size)
@@ -53,7 +55,9 @@ class DraftModel:
             y = token[None]
         return mx.stack(drafts), mx.stack(lps)
 
-    def settle(self, drafts: list[int], accepted: int, token: int) -> None:
+    def settle(
+        self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
+    ) -> None:
         k = len(drafts)
         if accepted == k:
             # The last draft was proposed but never fed to the draft model.

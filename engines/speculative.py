@@ -17,7 +17,7 @@ from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
 from engines.config import DecodeSettings
-from engines.decoding import Clock, Output, Timer, forward, prefill_event
+from engines.decoding import Clock, Output, Timer, forward, forward_hidden, prefill_event
 from engines.events import EndKind, Event, Round
 from engines.loading import LoadedModel
 from engines.rollback import Rewind, checkpoint, rewind
@@ -26,6 +26,11 @@ from engines.sampling import KeyStream, judge_drafts, sampling_logprobs, top_alt
 
 class Proposer(Protocol):
     """Where drafts come from."""
+
+    #: Whether ``settle`` needs the target's final hidden states from the verify pass
+    #: (an MTP head drafts from them); the verify pass then runs trunk and output layer
+    #: as two halves of one forward pass.
+    wants_hidden: bool
 
     def companions(self) -> list[tuple[Any, Sequence[Any]]]:
         """Models (with their caches) to prefill alongside the target."""
@@ -40,8 +45,14 @@ class Proposer(Protocol):
         were drawn from, or None when the proposer is deterministic."""
         ...
 
-    def settle(self, drafts: list[int], accepted: int, token: int) -> None:
-        """The target kept ``drafts[:accepted]`` and then ``token``: catch up."""
+    def settle(
+        self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
+    ) -> None:
+        """The target kept ``drafts[:accepted]`` and then ``token``: catch up.
+
+        ``hidden`` (when ``wants_hidden``): the target's final hidden states (1 + k, H)
+        of the verify pass; row ``accepted`` is the one ``token`` was chosen from.
+        """
         ...
 
 
@@ -78,7 +89,12 @@ def run_speculative(
 
         with mx.stream(generation_stream):
             point = checkpoint(cache, 1 + k)
-            lp = sampling_logprobs(forward(model, cache, mx.concatenate([pending, drafts])), sampling)
+            verified = mx.concatenate([pending, drafts])
+            if proposer.wants_hidden:
+                logprobs, hidden = forward_hidden(model, cache, verified)
+            else:
+                logprobs, hidden = forward(model, cache, verified), None
+            lp = sampling_logprobs(logprobs, sampling)
             verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
             wanted = [verdict.passed, verdict.fallback, verdict.target_probs, verdict.draft_probs]
             if verdict.uniforms is not None:
@@ -97,7 +113,7 @@ def run_speculative(
             with mx.stream(generation_stream):
                 model(mx.concatenate([pending, drafts[:accepted]])[None], cache=cache)
             mx.eval([c.state for c in cache])
-        proposer.settle(drafted, accepted, token)
+        proposer.settle(drafted, accepted, token, hidden)
         pending = mx.array([token], mx.uint32)
         now = timer.now()
 

@@ -18,6 +18,8 @@ from engines.decoding import Clock
 from engines.draft import run_draft
 from engines.events import Done, Event, Round
 from engines.loading import LoadedModel
+from engines.mtp import MtpModel, run_mtp
+from engines.ngram import run_ngram
 from engines.plain import run_plain
 
 
@@ -27,6 +29,8 @@ class Models:
 
     target: LoadedModel
     draft: LoadedModel | None = None
+    #: The model whose own MTP head drafts for it (often the target itself).
+    mtp: MtpModel | None = None
 
 
 def strategy_events(
@@ -43,6 +47,12 @@ def strategy_events(
         if models.draft is None:
             raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
         return run_draft(models.target, models.draft, prompt, settings, clock)
+    if name == "mtp":
+        if models.mtp is None:
+            raise SettingsError("the mtp strategy needs a model with an MTP head")
+        return run_mtp(models.mtp, prompt, settings, clock)
+    if name == "ngram":
+        return run_ngram(models.target, prompt, settings, clock)
     raise SettingsError(f"unknown strategy {name!r} (choose from {', '.join(STRATEGIES)})")
 
 

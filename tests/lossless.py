@@ -1,8 +1,9 @@
 """A statistical check that a strategy samples from the target's own distribution.
 
-The exact distribution of the first two generated tokens is computed from the target
-alone (independently of specdeck's sampling code, with mlx-lm's filters); many seeded runs
-of the strategy are then compared with it by a chi-square test. Seeds are fixed, so the
+The exact distribution of each of the first generated tokens (two by default) is computed
+from the target alone (independently of specdeck's sampling code, with mlx-lm's
+filters); many seeded runs of the strategy are then compared with it by a chi-square
+test. Seeds are fixed, so the
 outcome is deterministic: no flaky failures.
 """
 
@@ -31,14 +32,23 @@ def _sampling_probs(logits: mx.array, sampling: Sampling) -> np.ndarray:
     return np.array(mx.softmax(lp / sampling.temperature, axis=-1).astype(mx.float32), dtype=np.float64)
 
 
-def exact_first_two(model, prompt: list[int], sampling: Sampling) -> tuple[np.ndarray, np.ndarray]:
-    """P(first token) and P(second token), marginalising over the first."""
-    p1 = _sampling_probs(model(mx.array(prompt)[None])[0, -1], sampling)
-    firsts = np.nonzero(p1 > 1e-9)[0]
-    batch = mx.array([prompt + [int(t)] for t in firsts])
-    p_next = _sampling_probs(model(batch)[:, -1], sampling)
-    p2 = (p1[firsts][:, None] * p_next).sum(axis=0)
-    return p1, p2
+def exact_marginals(model, prompt: list[int], sampling: Sampling, count: int) -> list[np.ndarray]:
+    """P(i-th generated token) for i < ``count``, marginalising over the tokens before it.
+
+    Every prefix the sampler can produce is enumerated: beyond two tokens keep the
+    support small (top-k), or the batch grows as the vocabulary to the power count - 1.
+    """
+    marginals = []
+    prefixes, weights = [[]], np.ones(1)
+    for step in range(count):
+        batch = mx.array([prompt + prefix for prefix in prefixes])
+        p_next = _sampling_probs(model(batch)[:, -1], sampling)
+        marginals.append((weights[:, None] * p_next).sum(axis=0))
+        if step + 1 < count:
+            rows, cols = np.nonzero(p_next > 1e-9)
+            prefixes = [prefixes[r] + [int(c)] for r, c in zip(rows, cols)]
+            weights = weights[rows] * p_next[rows, cols]
+    return marginals
 
 
 def chi_square_pvalue(samples: list[int], probs: np.ndarray) -> float:
@@ -66,12 +76,12 @@ def lossless_pvalues(
     prompt: list[int],
     sampling: Sampling,
     samples: int,
-) -> tuple[float, float]:
-    """p-values for the first and the second generated token over ``samples`` seeds."""
-    p1, p2 = exact_first_two(model, prompt, sampling)
-    firsts, seconds = [], []
-    for seed in range(samples):
-        tokens = run_tokens(seed)
-        firsts.append(tokens[0])
-        seconds.append(tokens[1])
-    return chi_square_pvalue(firsts, p1), chi_square_pvalue(seconds, p2)
+    count: int = 2,
+) -> tuple[float, ...]:
+    """p-values for each of the first ``count`` generated tokens over ``samples`` seeds."""
+    marginals = exact_marginals(model, prompt, sampling, count)
+    runs = [run_tokens(seed)[:count] for seed in range(samples)]
+    return tuple(
+        chi_square_pvalue([tokens[i] for tokens in runs], probs)
+        for i, probs in enumerate(marginals)
+    )

@@ -36,6 +36,7 @@ __all__ = [
     "ARCHS",
     "build_tokenizer",
     "build_model",
+    "build_mtp_model",
     "build_family",
 ]
 
@@ -500,6 +501,65 @@ def build_model(
     return out_dir
 
 
+def build_mtp_model(
+    out_dir: Path,
+    *,
+    seed: int,
+    tokenizer_dir: Path,
+    hidden_weight: float = 0.3,
+    sidecar: bool = False,
+    **model_kwargs: Any,
+) -> Path:
+    """A ``qwen3_5`` hybrid model carrying a one-layer MTP head, as Qwen3.5/3.6 ship.
+
+    The trunk is :func:`build_model`'s (``model_kwargs`` go there). The head is derived
+    from it so that it agrees with the trunk part of the time: its ``fc`` passes the
+    newest token's embedding through and adds ``hidden_weight`` times a random
+    projection of the trunk's hidden state (``[I | w R]`` over [embedding | hidden]), its
+    decoder block is a copy of the trunk's first full-attention layer and its final norm
+    the trunk's. Since the large embeddings dominate the trunk's residual stream, that
+    approximates the trunk's own next step from the newest token; the hidden-state term
+    makes every draft depend on the hidden state it is given (so a wrong one shows) and
+    lowers agreement as it grows.
+
+    The config declares ``mtp_num_hidden_layers: 1``. The head's ``mtp.*`` tensors go
+    into ``model.safetensors`` (mlx-lm's loader drops them) or, with ``sidecar``, into
+    ``optiq/mtp.safetensors`` as mlx-optiq publishes them.
+    """
+    out_dir = Path(out_dir)
+    build_model(out_dir, "qwen3_5", seed=seed, tokenizer_dir=tokenizer_dir, **model_kwargs)
+    config = json.loads((out_dir / "config.json").read_text("utf-8"))
+    config["mtp_num_hidden_layers"] = 1
+    weights = mx.load(str(out_dir / "model.safetensors"))
+    size = config["hidden_size"]
+    block = f"language_model.model.layers.{config['full_attention_interval'] - 1}."
+    mix = mx.random.normal((size, size), key=mx.random.key(seed + 7)) * size**-0.5
+    head = {
+        "mtp.fc.weight": mx.concatenate([mx.eye(size), hidden_weight * mix], axis=1),
+        "mtp.pre_fc_norm_embedding.weight": mx.ones((size,)),
+        "mtp.pre_fc_norm_hidden.weight": mx.ones((size,)),
+        "mtp.norm.weight": weights["language_model.model.norm.weight"],
+    }
+    for name, value in weights.items():
+        if name.startswith(block):
+            head["mtp.layers.0." + name[len(block):]] = value
+    if sidecar:
+        (out_dir / "optiq").mkdir(exist_ok=True)
+        mx.save_safetensors(
+            str(out_dir / "optiq" / "mtp.safetensors"), head, metadata={"format": "mlx"}
+        )
+    else:
+        mx.save_safetensors(
+            str(out_dir / "model.safetensors"),
+            dict(sorted({**weights, **head}.items())),
+            metadata={"format": "mlx"},
+        )
+    (out_dir / "config.json").write_text(
+        json.dumps(config, indent=2, sort_keys=True) + "\n", encoding="utf-8"
+    )
+    return out_dir
+
+
 def build_family(root: Path) -> dict[str, Path]:
     """Build every tokenizer and model the tests use under ``root``.
 
@@ -510,6 +570,8 @@ def build_family(root: Path) -> dict[str, Path]:
       a 1-layer qwen3 sharing the target's embedding, lm_head and final norm);
     * ``"qwen3_target"``: another attention-only target (main tokenizer);
     * ``"hybrid_target"`` / ``"hybrid_draft"``: qwen3_5 pair (untrimmable cache);
+    * ``"mtp_target"``: a qwen3_5 hybrid with an MTP head in its checkpoint
+      (:func:`build_mtp_model`);
     * ``"other_tokenizer_model"``: llama model on the ``"other"`` tokenizer.
     """
     root = Path(root)
@@ -545,5 +607,10 @@ def build_family(root: Path) -> dict[str, Path]:
     )
     paths["other_tokenizer_model"] = build_model(
         root / "other_tokenizer_model", "llama", seed=6, tokenizer_dir=other_tok
+    )
+    # Seed picked for an MTP head accepting about half of its drafts at depth 1 and a
+    # fifth at depth 4 on the prompt above.
+    paths["mtp_target"] = build_mtp_model(
+        root / "mtp_target", seed=12, tokenizer_dir=tok, num_layers=4
     )
     return paths

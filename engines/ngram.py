@@ -1,0 +1,77 @@
+"""Prompt-lookup decoding (the ``ngram`` strategy): drafts copied from the text itself.
+
+When the last ``n`` tokens occurred before (in the prompt or in what was generated), the
+tokens that followed them then are likely to follow now: code being rewritten, a quoted
+passage, a repeated structure. Those tokens are the drafts, up to ``k`` of them; the
+target verifies them in one pass like any other drafts. No second model, nothing to
+prefill, and a draft is a fixed token (a point mass), which the acceptance rule of
+``sampling.py`` handles exactly, so the output stays the target's at any temperature.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator, Sequence
+
+import mlx.core as mx
+
+from engines.config import DecodeSettings
+from engines.decoding import Clock
+from engines.events import Event
+from engines.loading import LoadedModel
+from engines.sampling import KeyStream
+from engines.speculative import run_speculative
+
+
+class PromptLookup:
+    """Proposals from the latest earlier occurrence of the last ``n`` tokens.
+
+    An index from every n-gram seen so far to the position right after its latest
+    occurrence keeps each lookup O(n), however long the text grows.
+    """
+
+    wants_hidden = False
+
+    def __init__(self, n: int) -> None:
+        self.n = n
+        self.history: list[int] = []
+        self.follows: dict[tuple[int, ...], int] = {}
+
+    def companions(self) -> list[tuple[Any, Sequence[Any]]]:
+        return []
+
+    def begin(self, prompt: list[int], rest: mx.array) -> None:
+        self.history, self.follows = [], {}
+        self._extend(prompt)
+
+    def _extend(self, tokens: list[int]) -> None:
+        n, history = self.n, self.history
+        for token in tokens:
+            if len(history) >= n:
+                self.follows[tuple(history[-n:])] = len(history)
+            history.append(token)
+
+    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
+        start = None
+        if len(self.history) >= self.n:
+            start = self.follows.get(tuple(self.history[-self.n :]))
+        drafts = [] if start is None else self.history[start : start + count]
+        return mx.array(drafts, mx.uint32), None
+
+    def settle(
+        self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
+    ) -> None:
+        self._extend(drafts[:accepted] + [token])
+
+
+def run_ngram(
+    target: LoadedModel,
+    prompt: list[int],
+    settings: DecodeSettings,
+    clock: Clock = time.perf_counter,
+) -> Iterator[Event]:
+    """Prompt-lookup decoding: match length ``ngram_n``, at most ``ngram_k`` drafts."""
+    keys = KeyStream(settings.sampling.seed)
+    return run_speculative(
+        target, PromptLookup(settings.ngram_n), prompt, settings, settings.ngram_k, keys, clock
+    )

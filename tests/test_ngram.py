@@ -1,0 +1,148 @@
+"""Prompt-lookup decoding: the lookup itself, equality with plain decoding at temperature
+0 (hybrid caches included), losslessness at temperature > 0, and drafting that follows
+how much the text repeats."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from engines.config import DecodeSettings, Sampling
+from engines.events import Trace
+from engines.loading import ModelStore
+from engines.ngram import PromptLookup
+from engines.stats import compute_stats
+from engines.strategies import Models, run_strategy
+from lossless import lossless_pvalues
+
+PROMPT = "def add(a, b):\n    return"
+#: No three tokens of it recur: nothing to copy.
+FRESH = "The quick brown fox jumps over the lazy dog"
+
+
+@pytest.fixture(scope="module")
+def store() -> ModelStore:
+    return ModelStore()
+
+
+def run(name: str, models: Models, ids: list[int], settings: DecodeSettings) -> Trace:
+    return Trace(name, list(run_strategy(name, models, ids, settings)))
+
+
+def fixed(max_tokens: int, **kw) -> DecodeSettings:
+    return DecodeSettings(max_tokens=max_tokens, stop_at_eos=False, **kw)
+
+
+def repeating_prompt(models: Models) -> list[int]:
+    """The prompt plus the target's own greedy continuation of it.
+
+    A random tiny model cannot rewrite code the way a trained one does, but its greedy
+    output settles into a loop within a few dozen tokens; a prompt that already holds
+    that loop is one whose continuation repeats text of the prompt, which is what
+    "rewrite this code with another variable name" is to a real model.
+    """
+    ids = models.target.tokenizer.encode(PROMPT)
+    return ids + run("plain", models, ids, fixed(100)).tokens
+
+
+# --- the lookup ------------------------------------------------------------------------
+
+
+def lookup(history: list[int], n: int, count: int) -> list[int]:
+    proposer = PromptLookup(n)
+    proposer.begin(history, None)
+    drafts, draft_lp = proposer.propose(count)
+    assert draft_lp is None  # a point mass: the acceptance rule's q is 1 on the draft
+    return drafts.tolist()
+
+
+def test_lookup_copies_what_followed_the_latest_match() -> None:
+    #            0  1  2  3  4  5  6  7  8  9
+    history = [1, 2, 3, 9, 9, 1, 2, 4, 5, 1, 2]
+    assert lookup(history, 2, 3) == [4, 5, 1]  # the match at 5..6, not the one at 0..1
+    assert lookup(history, 2, 1) == [4]
+    assert lookup(history, 3, 3) == []  # "5 1 2" never occurred before
+    assert lookup([7, 8, 7], 1, 4) == [8, 7]  # bounded by the end of the text
+    assert lookup([7], 1, 4) == []  # nothing before it
+    assert lookup([7, 8], 3, 4) == []  # shorter than n
+
+
+def test_settle_extends_the_text_with_what_was_kept() -> None:
+    proposer = PromptLookup(1)
+    proposer.begin([5, 6], None)
+    assert proposer.propose(2)[0].tolist() == []
+    proposer.settle([], 0, 5, None)  # text: 5 6 5
+    assert proposer.propose(2)[0].tolist() == [6, 5]
+    proposer.settle([6, 5], 1, 8, None)  # kept 6, then 8: 5 6 5 6 8
+    assert proposer.history == [5, 6, 5, 6, 8]
+    assert proposer.propose(2)[0].tolist() == []
+    proposer.settle([], 0, 6, None)  # 5 6 5 6 8 6: 6 was last followed by 8
+    assert proposer.propose(3)[0].tolist() == [8, 6]
+
+
+# --- temperature 0 ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("target", ["llama_target", "hybrid_target"])
+@pytest.mark.parametrize("n", [1, 2, 3])
+def test_ngram_equals_plain_at_temperature_zero(tiny_family, store, target, n) -> None:
+    models = Models(store.get(str(tiny_family[target])))
+    for ids in (models.target.tokenizer.encode(PROMPT), repeating_prompt(models)):
+        plain = run("plain", models, ids, fixed(48))
+        for k in (1, 4, 8):
+            trace = run("ngram", models, ids, fixed(48, ngram_n=n, ngram_k=k))
+            assert trace.tokens == plain.tokens, (n, k)
+            assert all(len(r.drafted) <= k for r in trace.rounds)
+
+
+def test_hybrid_rejections_roll_back_exactly(tiny_family, store) -> None:
+    """Rejected lookups on a hybrid target restore its recurrent state and replay."""
+    models = Models(store.get(str(tiny_family["hybrid_target"])))
+    ids = models.target.tokenizer.encode(PROMPT)
+    trace = run("ngram", models, ids, fixed(64, ngram_n=1, ngram_k=4))
+    assert trace.tokens == run("plain", models, ids, fixed(64)).tokens
+    partial = [r for r in trace.rounds if 0 < r.accepted < len(r.drafted)]
+    assert partial and all(r.rollback == "replay" for r in partial)
+    assert all(r.replayed == 1 + r.accepted for r in partial)
+
+
+def test_repeating_prompt_accepts_most_drafts(tiny_family, store) -> None:
+    models = Models(store.get(str(tiny_family["hybrid_target"])))
+    settings = fixed(32, ngram_n=3, ngram_k=4)
+    repeating = compute_stats(run("ngram", models, repeating_prompt(models), settings).events)
+    fresh_ids = models.target.tokenizer.encode(FRESH)
+    fresh = compute_stats(run("ngram", models, fresh_ids, settings).events)
+    assert repeating.acceptance_rate > 0.8, repeating
+    assert repeating.tokens_per_round > 3
+    # Nothing to copy: only the few drafts the continuation's own repeats allow.
+    assert fresh.proposed < repeating.proposed / 4, (fresh.proposed, repeating.proposed)
+
+
+# --- temperature > 0 -------------------------------------------------------------------
+
+SAMPLES = 1500
+SAMPLINGS = {
+    "temp1": Sampling(temperature=1.0),
+    "filtered": Sampling(temperature=0.8, top_p=0.9, top_k=20, min_p=0.02),
+}
+
+
+@pytest.mark.parametrize("sampling,k", [("temp1", 1), ("filtered", 2)])
+def test_ngram_sampling_is_lossless(tiny_family, store, sampling, k) -> None:
+    """The prompt ends in a repeat, so the first round drafts: k=1 over two tokens
+    covers acceptance, correction and bonus, k=2 the second draft position."""
+    models = Models(store.get(str(tiny_family["hybrid_target"])))
+    ids = repeating_prompt(models)
+    settings = fixed(2, ngram_n=2, ngram_k=k, sampling=SAMPLINGS[sampling])
+    first = run("ngram", models, ids, settings).rounds[0]
+    assert len(first.drafted) == k
+
+    def tokens(seed: int) -> list[int]:
+        s = replace(settings, sampling=replace(settings.sampling, seed=seed))
+        return run("ngram", models, ids, s).tokens
+
+    p_first, p_second = lossless_pvalues(
+        tokens, models.target.model, ids, settings.sampling, SAMPLES
+    )
+    assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)
