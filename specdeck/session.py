@@ -2,40 +2,82 @@
 
 The same document is what ``specdeck compare --headless --json`` writes, so scripts,
 replay and diff read one format. Top level: ``schema_version``, ``kind``, ``created``,
-``config``, ``machine`` and ``strategies``, which maps each strategy name to its
-``tokens``, ``text``, ``prefill``, ``rounds``, ``done`` and ``stats``.
+``partial``, ``config``, ``machine`` and ``strategies``, which maps each strategy name to
+its ``tokens``, ``text``, ``prefill``, ``rounds``, ``done`` and ``stats``. The JSON Schema
+``session.schema.json`` next to this module describes it for other tools.
+
+Loading checks every event (``session_check.py``): a file that loads is one that replay,
+diff and statistics can use without crashing.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import tempfile
-from dataclasses import asdict
+from contextlib import contextmanager
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable, Iterator
 
 import orjson
 
-from engines.events import Trace, event_from_dict
-from engines.stats import compute_stats
+from engines.events import EVENT_TYPES, Event, Trace
+from engines.stats import Stats, compute_stats
+from specdeck.session_check import SessionError, check_trace
 
 SCHEMA_VERSION = 1
+#: The JSON Schema of the document (shipped as package data, for other tools and tests).
+SCHEMA_PATH = Path(__file__).with_name("session.schema.json")
+
+#: ``MIGRATIONS[v]`` turns a schema-``v`` document into a schema-``v + 1`` one, so a file
+#: written by an older specdeck loads after a chain of upgrades. Empty until the schema
+#: changes.
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+
+
+_FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in EVENT_TYPES.values()}
+
+
+def _with_speedup(stats: Stats, baseline_tokens_per_s: float | None) -> dict:
+    speedup = None
+    if baseline_tokens_per_s and stats.tokens_per_s:
+        speedup = stats.tokens_per_s / baseline_tokens_per_s
+    return {**stats.to_dict(), "speedup_vs_plain": speedup}
+
+
+def strategy_stats(traces: dict[str, Trace]) -> dict[str, dict]:
+    """Each strategy's statistics, with its speedup over ``plain`` when plain ran."""
+    stats = {name: compute_stats(trace.events) for name, trace in traces.items()}
+    baseline = stats["plain"].tokens_per_s if "plain" in stats else None
+    return {name: _with_speedup(s, baseline) for name, s in stats.items()}
+
+
+def event_to_dict(event: Event) -> dict:
+    """An event as a JSON object. Shallow (lists are shared, not copied): ``asdict``'s deep
+    copy made saving a 20,000-token session take seconds."""
+    return {name: getattr(event, name) for name in _FIELD_NAMES[type(event)]}
 
 
 def trace_to_dict(trace: Trace, baseline_tokens_per_s: float | None = None) -> dict:
     """One strategy's result: its tokens, text, every event, and statistics."""
-    stats = compute_stats(trace.events)
-    speedup = None
-    if baseline_tokens_per_s and stats.tokens_per_s:
-        speedup = stats.tokens_per_s / baseline_tokens_per_s
+    prefill, done = trace.prefill, trace.done
     return {
         "tokens": trace.tokens,
         "text": trace.text,
-        "prefill": asdict(trace.prefill) if trace.prefill else None,
-        "rounds": [asdict(r) for r in trace.rounds],
-        "done": asdict(trace.done) if trace.done else None,
-        "stats": {**stats.to_dict(), "speedup_vs_plain": speedup},
+        "prefill": event_to_dict(prefill) if prefill else None,
+        "rounds": [event_to_dict(r) for r in trace.rounds],
+        "done": event_to_dict(done) if done else None,
+        "stats": _with_speedup(compute_stats(trace.events), baseline_tokens_per_s),
     }
+
+
+def is_partial(requested: list[str], traces: dict[str, Trace]) -> bool:
+    """A run is partial when a requested strategy did not run or did not finish."""
+    if any(name not in traces for name in requested):
+        return True
+    return any(t.done is None or t.done.reason == "cancelled" for t in traces.values())
 
 
 def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dict:
@@ -47,6 +89,7 @@ def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dic
         "schema_version": SCHEMA_VERSION,
         "kind": "compare",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "partial": is_partial(config.get("strategies", list(traces)), traces),
         "config": config,
         "machine": machine,
         "strategies": {
@@ -55,18 +98,135 @@ def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dic
     }
 
 
+@dataclass
+class Session:
+    """A loaded session: what ran, where, and every strategy's events."""
+
+    schema_version: int
+    kind: str
+    created: str
+    #: True when the run was cancelled or a strategy did not finish.
+    partial: bool
+    config: dict
+    machine: dict
+    traces: dict[str, Trace]
+    #: The file it was loaded from (None for a document built in memory).
+    path: Path | None = None
+
+    @property
+    def strategies(self) -> list[str]:
+        return list(self.traces)
+
+    def stats(self) -> dict[str, dict]:
+        """Statistics recomputed from the events (as ``strategy_stats``)."""
+        return strategy_stats(self.traces)
+
+
+def migrate(document: Any) -> dict:
+    """Upgrade an older document to ``SCHEMA_VERSION``, or refuse one we cannot read."""
+    if type(document) is not dict or "strategies" not in document or (
+        "schema_version" not in document
+    ):
+        raise SessionError("not a specdeck session (no schema_version/strategies)")
+    version = document["schema_version"]
+    if type(version) is not int:
+        raise SessionError("schema_version must be a whole number")
+    if version > SCHEMA_VERSION:
+        raise SessionError(
+            f"written by a newer specdeck (schema {version}); this one reads up to "
+            f"{SCHEMA_VERSION}: upgrade specdeck"
+        )
+    while version < SCHEMA_VERSION:
+        step = MIGRATIONS.get(version)
+        if step is None:
+            raise SessionError(
+                f"schema {version} is older than this specdeck can read "
+                f"(no migration from it to {SCHEMA_VERSION})"
+            )
+        document = step(document)
+        version += 1
+        document["schema_version"] = version
+    return document
+
+
+def session_from_document(document: Any, path: Path | None = None) -> Session:
+    """Check (and migrate) a parsed document; raise SessionError naming what is wrong."""
+    source = str(path) if path is not None else "session"
+    try:
+        document = migrate(document)
+        for key, kind in (("config", dict), ("machine", dict), ("strategies", dict),
+                          ("kind", str), ("created", str)):
+            if type(document.get(key)) is not kind:
+                raise SessionError(f"{key} must be {'an object' if kind is dict else 'a string'}")
+        partial = document.get("partial", False)
+        if type(partial) is not bool:
+            raise SessionError("partial must be true or false")
+        traces = {
+            name: check_trace(name, entry, f"strategy {name!r}")
+            for name, entry in document["strategies"].items()
+        }
+    except SessionError as exc:
+        raise SessionError(f"{source}: {exc}") from None
+    return Session(
+        schema_version=document["schema_version"],
+        kind=document["kind"],
+        created=document["created"],
+        partial=partial,
+        config=document["config"],
+        machine=document["machine"],
+        traces=traces,
+        path=path,
+    )
+
+
 def document_traces(document: dict) -> dict[str, Trace]:
-    """Rebuild each strategy's event list from a document."""
-    traces = {}
-    for name, result in document["strategies"].items():
-        events = []
-        if result.get("prefill"):
-            events.append(event_from_dict(result["prefill"]))
-        events.extend(event_from_dict(r) for r in result["rounds"])
-        if result.get("done"):
-            events.append(event_from_dict(result["done"]))
-        traces[name] = Trace(name, events)
-    return traces
+    """Each strategy's events, rebuilt (and checked) from a document."""
+    return session_from_document(document).traces
+
+
+def parse_document(data: bytes, source: str = "session") -> Any:
+    """Bytes to a JSON value, telling a truncated file from one that is not JSON."""
+    if not data.strip():
+        raise SessionError(f"{source}: the file is empty")
+    try:
+        with _collector_paused():
+            return orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        if "unexpected end" in str(exc).lower() or "eof" in str(exc).lower():
+            raise SessionError(
+                f"{source}: the JSON is truncated (the file ends early; was it copied "
+                "or written only in part?)"
+            ) from None
+        raise SessionError(f"{source}: not JSON ({exc})") from None
+
+
+def load_session(path: str | os.PathLike) -> Session:
+    """Read and check one session file."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except FileNotFoundError:
+        raise SessionError(f"{path}: no such file") from None
+    except IsADirectoryError:
+        raise SessionError(f"{path}: is a directory, not a session file") from None
+    except OSError as exc:
+        raise SessionError(f"{path}: cannot read it ({exc.strerror or exc})") from None
+    with _collector_paused():
+        return session_from_document(parse_document(data, str(path)), path)
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while building millions of small objects that
+    hold no cycles: running, it made parsing a 20,000-token session 3-4x slower
+    (``bench/sessions.py``)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def write_atomic(path: Path, data: bytes) -> None:
@@ -103,4 +263,6 @@ def write_atomic(path: Path, data: bytes) -> None:
 
 
 def save_document(path: Path, document: dict) -> None:
-    write_atomic(path, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    """Save compact JSON: indenting made a 20,000-token session 2.6x larger and slower
+    (``jq .`` pretty-prints one when a person wants to read it)."""
+    write_atomic(path, orjson.dumps(document))

@@ -24,7 +24,17 @@ def tiny_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     Keys: ``"tokenizer"``, ``"llama_target"``, ``"llama_draft"``,
     ``"qwen3_target"``, ``"hybrid_target"``, ``"hybrid_draft"``,
-    ``"other_tokenizer_model"`` (see :func:`tiny_models.build_family`).
+    ``"other_tokenizer_model"``, ``"mtp_target"`` (see :func:`tiny_models.build_family`).
     Treat the directories as read-only: they are shared by all tests.
     """
     return build_family(tmp_path_factory.mktemp("tiny_family"))
+
+
+@pytest.fixture(autouse=True)
+def _sessions_saved_in_tmp(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Runs that tests start (in process or in subprocesses, which inherit the variable)
+    save their sessions under the test session's temporary directory, never in the
+    repository's ``sessions/``."""
+    monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path_factory.getbasetemp() / "sessions"))

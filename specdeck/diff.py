@@ -1,0 +1,235 @@
+"""Line up two runs: where the outputs first diverge, a token-level diff, the settings
+that differ and the statistics side by side.
+
+Works on two sessions or on two panes of one. Greedy speculation is lossless, so a
+greedy draft pane diffed against plain must come out identical: the diff is also the
+lossless check. Pure data: the CLI prints a DiffReport, the app renders it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from difflib import SequenceMatcher
+from typing import Any, Literal
+
+from engines.events import Trace
+from specdeck.session import Session
+
+
+class DiffError(ValueError):
+    """The two sides cannot be paired (a strategy is missing); the message says which."""
+
+
+@dataclass
+class TokenEdit:
+    """``a`` tokens ``[a_start, a_end)`` became ``b`` tokens ``[b_start, b_end)``."""
+
+    op: Literal["replace", "delete", "insert"]
+    a_start: int
+    a_end: int
+    b_start: int
+    b_end: int
+    a_tokens: list[int]
+    b_tokens: list[int]
+    a_text: str
+    b_text: str
+
+
+@dataclass
+class Change:
+    """A configuration or machine value that differs; ``None`` where one side lacks it."""
+
+    path: str
+    a: Any
+    b: Any
+
+
+@dataclass
+class StatRow:
+    """One statistic of both panes; ``ratio`` is b / a where both are numbers."""
+
+    name: str
+    a: Any
+    b: Any
+    ratio: float | None
+
+
+@dataclass
+class PaneDiff:
+    """Strategy ``a_strategy`` of one side against ``b_strategy`` of the other."""
+
+    a_strategy: str
+    b_strategy: str
+    a_length: int
+    b_length: int
+    #: Index of the first token that differs (or where the shorter output ends);
+    #: None when the two token lists are equal.
+    first_divergence: int | None
+    edits: list[TokenEdit]
+    stats: list[StatRow]
+
+    @property
+    def identical(self) -> bool:
+        return self.first_divergence is None
+
+    @property
+    def label(self) -> str:
+        if self.a_strategy == self.b_strategy:
+            return self.a_strategy
+        return f"{self.a_strategy} vs {self.b_strategy}"
+
+    def summary(self) -> str:
+        """One line: identical, or where and how the outputs part."""
+        if self.identical:
+            return f"{self.label}: identical ({self.a_length} tokens)"
+        i = self.first_divergence
+        if i == min(self.a_length, self.b_length):
+            shorter = "a" if self.a_length < self.b_length else "b"
+            return (
+                f"{self.label}: same first {i} tokens, then {shorter} ends "
+                f"({self.a_length} vs {self.b_length} tokens)"
+            )
+        first = self.edits[0]
+        return (
+            f"{self.label}: first divergence at token {i} "
+            f"({first.a_text!r} vs {first.b_text!r}); {len(self.edits)} "
+            f"edit{'s' if len(self.edits) != 1 else ''}, "
+            f"{self.a_length} vs {self.b_length} tokens"
+        )
+
+
+@dataclass
+class DiffReport:
+    """Everything ``specdeck diff`` shows; ``to_dict`` is its ``--json`` form."""
+
+    a_label: str
+    b_label: str
+    changes: list[Change] = field(default_factory=list)
+    panes: list[PaneDiff] = field(default_factory=list)
+
+    @property
+    def identical(self) -> bool:
+        return all(p.identical for p in self.panes)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        for pane, out in zip(self.panes, data["panes"]):
+            out["identical"] = pane.identical
+            out["summary"] = pane.summary()
+        data["identical"] = self.identical
+        return data
+
+
+def first_divergence(a: list[int], b: list[int]) -> int | None:
+    """Index of the first differing token, the shorter length if one is a prefix of the
+    other, or None when equal."""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return i
+    return None if len(a) == len(b) else min(len(a), len(b))
+
+
+def _token_pieces(trace: Trace) -> list[str]:
+    return [p for r in trace.rounds for p in r.pieces]
+
+
+def token_edits(a: Trace, b: Trace, start: int = 0) -> list[TokenEdit]:
+    """The replacements, deletions and insertions that turn ``a``'s tokens into ``b``'s,
+    looked for from token ``start`` on (everything before it is known to be equal)."""
+    a_tokens, b_tokens = a.tokens, b.tokens
+    a_pieces, b_pieces = _token_pieces(a), _token_pieces(b)
+    matcher = SequenceMatcher(None, a_tokens[start:], b_tokens[start:], autojunk=False)
+    edits = []
+    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+        if op == "equal":
+            continue
+        i1, i2, j1, j2 = i1 + start, i2 + start, j1 + start, j2 + start
+        edits.append(TokenEdit(
+            op, i1, i2, j1, j2, a_tokens[i1:i2], b_tokens[j1:j2],
+            "".join(a_pieces[i1:i2]), "".join(b_pieces[j1:j2]),
+        ))
+    return edits
+
+
+def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        for key, item in value.items():
+            _flatten(item, f"{prefix}.{key}" if prefix else str(key), out)
+    else:
+        out[prefix] = value
+    return out
+
+
+def setting_changes(a: Session, b: Session) -> list[Change]:
+    """Configuration and machine values that differ, as dotted paths."""
+    changes = []
+    for section in ("config", "machine"):
+        left = _flatten(getattr(a, section), section, {})
+        right = _flatten(getattr(b, section), section, {})
+        for path in list(left) + [p for p in right if p not in left]:
+            if left.get(path) != right.get(path):
+                changes.append(Change(path, left.get(path), right.get(path)))
+    return changes
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def stat_rows(a: dict, b: dict) -> list[StatRow]:
+    rows = []
+    for name in list(a) + [k for k in b if k not in a]:
+        x, y = a.get(name), b.get(name)
+        ratio = y / x if _is_number(x) and _is_number(y) and x else None
+        rows.append(StatRow(name, x, y, ratio))
+    return rows
+
+
+def default_pairs(a: Session, b: Session) -> list[tuple[str, str]]:
+    """Two sessions: every strategy they share, by name. One session (``a is b``): its
+    first strategy (the baseline, usually plain) against each of the others."""
+    if a is b:
+        if len(a.strategies) < 2:
+            raise DiffError("the session has one strategy: give a second session to diff")
+        return [(a.strategies[0], other) for other in a.strategies[1:]]
+    shared = [name for name in a.strategies if name in b.traces]
+    if not shared:
+        raise DiffError(
+            f"the sessions share no strategy ({', '.join(a.strategies)} vs "
+            f"{', '.join(b.strategies)}): pick a pair of strategies to compare"
+        )
+    return [(name, name) for name in shared]
+
+
+def diff_sessions(
+    a: Session,
+    b: Session,
+    pairs: list[tuple[str, str]] | None = None,
+    a_label: str = "a",
+    b_label: str = "b",
+) -> DiffReport:
+    """Compare strategy pairs ``(name in a, name in b)``; ``default_pairs`` when None."""
+    pairs = pairs if pairs is not None else default_pairs(a, b)
+    for a_name, b_name in pairs:
+        for side, session, name in (("a", a, a_name), ("b", b, b_name)):
+            if name not in session.traces:
+                raise DiffError(
+                    f"{side} has no strategy {name!r} (it has {', '.join(session.strategies)})"
+                )
+    a_stats, b_stats = a.stats(), (a.stats() if b is a else b.stats())
+    panes = []
+    for a_name, b_name in pairs:
+        a_trace, b_trace = a.traces[a_name], b.traces[b_name]
+        a_tokens, b_tokens = a_trace.tokens, b_trace.tokens
+        start = first_divergence(a_tokens, b_tokens)
+        panes.append(PaneDiff(
+            a_strategy=a_name,
+            b_strategy=b_name,
+            a_length=len(a_tokens),
+            b_length=len(b_tokens),
+            first_divergence=start,
+            edits=[] if start is None else token_edits(a_trace, b_trace, start),
+            stats=stat_rows(a_stats[a_name], b_stats[b_name]),
+        ))
+    changes = [] if a is b else setting_changes(a, b)
+    return DiffReport(a_label, b_label, changes, panes)

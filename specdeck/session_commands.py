@@ -1,0 +1,220 @@
+"""``specdeck replay`` and ``specdeck diff``: saved sessions on any machine, no mlx needed.
+
+The data comes from ``specdeck.session`` and ``specdeck.diff``; this module only turns it
+into terminal output (rich tables) or JSON.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+#: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
+EXIT_SAME, EXIT_DIFFERENT = 0, 1
+#: Token edits printed before "... and N more" (``--json`` has them all).
+SHOWN_EDITS = 12
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    replay = sub.add_parser(
+        "replay", help="open a saved session (no model and no mlx needed)",
+        description="Open a saved session in the playground, or print it with --headless.",
+    )
+    replay.add_argument("file", type=Path, help="a session file (sessions/*.json)")
+    replay.add_argument("--headless", action="store_true",
+                        help="no app: print each strategy's text and the statistics")
+
+    diff = sub.add_parser(
+        "diff", help="compare two sessions, or two strategies of one",
+        description="Where the outputs first diverge, a token-level diff, the settings "
+        "that differ and the statistics side by side (b / a). With one file, its first "
+        "strategy is compared with each of the others (at temperature 0 they must be "
+        "identical: speculation is lossless). Exit status: 0 identical outputs, "
+        "1 different, 2 error.",
+    )
+    diff.add_argument("a", type=Path, help="a session file")
+    diff.add_argument("b", type=Path, nargs="?", help="a second session (default: the same)")
+    which = diff.add_mutually_exclusive_group()
+    which.add_argument("--strategy", metavar="NAME",
+                       help="compare only this strategy of both sessions")
+    which.add_argument("--pair", nargs=2, metavar=("A_NAME", "B_NAME"),
+                       help="compare strategy A_NAME of a with B_NAME of b (or of a)")
+    diff.add_argument("--json", action="store_true", help="print the diff as JSON")
+
+
+# --- formatting -----------------------------------------------------------------------
+
+
+def format_stat(name: str, value: Any) -> str:
+    """A statistic as a person reads it; units follow from the name."""
+    if value is None:
+        return "-"
+    if name == "acceptance_by_position":
+        return " ".join(f"{v:.0%}" for v in value) or "-"
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if name.endswith("_rate"):
+        return f"{value:.1%}"
+    if name.endswith("_bytes"):
+        return f"{value / 2**20:,.0f} MiB"
+    if name.endswith("_seconds"):
+        return f"{value:.3f} s"
+    if name == "tokens_per_s":
+        return f"{value:.1f}"
+    if "speedup" in name:
+        return f"{value:.2f}x"
+    return f"{value:,}" if isinstance(value, int) else f"{value:.3g}"
+
+
+def _model(config: dict, role: str) -> str | None:
+    model = config.get(role)
+    return model.get("source") if isinstance(model, dict) else None
+
+
+def _console():
+    """Markup off: prompts, texts and strategy names come from files and may hold '['."""
+    from rich.console import Console
+
+    return Console(markup=False, highlight=False, soft_wrap=True)
+
+
+# --- replay ---------------------------------------------------------------------------
+
+
+def cmd_replay(args: argparse.Namespace) -> int:
+    from specdeck.session import load_session
+
+    session = load_session(args.file)
+    if not args.headless:
+        return _open_app(session)
+    print_session(session)
+    return 0
+
+
+def _open_app(session) -> int:
+    try:
+        from tui import run_app
+    except ImportError as exc:
+        from specdeck.cli import UserError
+
+        raise UserError(
+            f"the playground cannot start here ({exc}); add --headless to print the session"
+        ) from None
+    settings = session.config.get("settings")
+    run_app(traces=session.traces, settings=settings if isinstance(settings, dict) else None,
+            title=f"replay: {session.path.name if session.path else 'session'}")
+    return 0
+
+
+def print_session(session) -> None:
+    """Each strategy's text, then its statistics side by side."""
+    from rich.rule import Rule
+    from rich.table import Table
+    from rich.text import Text
+
+    console = _console()
+    config, machine = session.config, session.machine
+    models = ", ".join(
+        f"{role} {name}" for role in ("target", "draft")
+        if (name := _model(config, role))
+    )
+    console.print(Text.assemble(
+        (str(session.path or "session"), "bold"), f"  {session.created}  {session.kind}",
+        ("  partial: the run was cut short" if session.partial else "", "yellow"),
+    ))
+    if models:
+        console.print(models)
+    if machine.get("chip") or machine.get("os"):
+        console.print(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}")
+    if isinstance(config.get("prompt"), str):
+        console.print(Rule("prompt"))
+        console.print(config["prompt"])
+    for name, trace in session.traces.items():
+        done = trace.done
+        status = done.reason if done else "no end recorded"
+        console.print(Rule(f"{name} ({len(trace.tokens)} tokens, {status})"))
+        console.print(trace.text)
+        if done and done.error:
+            console.print(f"error: {done.error}", style="red")
+
+    stats = session.stats()
+    table = Table(title="statistics", title_justify="left")
+    table.add_column("")
+    for name in stats:
+        table.add_column(name, justify="right")
+    keys = list(next(iter(stats.values()), {}))
+    for key in keys:
+        table.add_row(key, *(format_stat(key, s.get(key)) for s in stats.values()))
+    console.print(table)
+
+
+# --- diff -----------------------------------------------------------------------------
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    import orjson
+
+    from specdeck.diff import DiffError, diff_sessions
+    from specdeck.session import load_session
+
+    a = load_session(args.a)
+    same = args.b is None or args.b.resolve() == args.a.resolve()
+    b = a if same else load_session(args.b)
+    if args.strategy and same:
+        raise DiffError("--strategy compares two sessions; for two strategies of one "
+                        "session use --pair A_NAME B_NAME")
+    if args.strategy:
+        pairs = [(args.strategy, args.strategy)]
+    elif args.pair:
+        pairs = [tuple(args.pair)]
+    else:
+        pairs = None
+    report = diff_sessions(
+        a, b, pairs, a_label=str(args.a), b_label=str(args.b if not same else args.a),
+    )
+    if args.json:
+        sys.stdout.buffer.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2))
+        sys.stdout.buffer.write(b"\n")
+    else:
+        print_diff(report)
+    return EXIT_SAME if report.identical else EXIT_DIFFERENT
+
+
+def print_diff(report) -> None:
+    from rich.table import Table
+
+    console = _console()
+    console.print(f"a: {report.a_label}")
+    console.print(f"b: {report.b_label}")
+    if report.changes:
+        table = Table(title="settings that differ", title_justify="left")
+        for column in ("", "a", "b"):
+            table.add_column(column)
+        for change in report.changes:
+            table.add_row(change.path, _short(change.a), _short(change.b))
+        console.print(table)
+    for pane in report.panes:
+        console.print()
+        console.print(pane.summary(), style="bold" if pane.identical else None)
+        for edit in pane.edits[:SHOWN_EDITS]:
+            console.print(
+                f"  token {edit.a_start} (b {edit.b_start}) {edit.op}: "
+                f"- {edit.a_text!r}  + {edit.b_text!r}",
+            )
+        if len(pane.edits) > SHOWN_EDITS:
+            console.print(f"  ... and {len(pane.edits) - SHOWN_EDITS} more (--json lists all)")
+        table = Table(title_justify="left")
+        for column, justify in (("", "left"), (f"a {pane.a_strategy}", "right"),
+                                (f"b {pane.b_strategy}", "right"), ("b / a", "right")):
+            table.add_column(column, justify=justify)
+        for row in pane.stats:
+            table.add_row(row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
+                          "-" if row.ratio is None else f"{row.ratio:.2f}")
+        console.print(table)
+
+
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"

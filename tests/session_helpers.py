@@ -1,0 +1,90 @@
+"""Hand-built runs for session, diff and replay tests: no model needed.
+
+Token ``n`` always reads as the text ``" w<n>"``, so a test can predict any text.
+"""
+
+from __future__ import annotations
+
+from engines.config import DecodeSettings
+from engines.events import Done, Prefill, Round, Trace
+from specdeck.session import Session, build_document, session_from_document
+
+MACHINE = {"chip": "Test CPU", "os": "Linux 6.1", "machine": "x86_64", "python": "3.11",
+           "memory_bytes": 2**34, "cpu_count": 2, "device": "Device(cpu, 0)", "blas": None,
+           "versions": {"mlx": "0.32.4", "mlx-lm": "0.32.2", "mlx-optiq": None,
+                        "specdeck": "0.1.0"}}
+
+
+def piece(token: int) -> str:
+    return f" w{token}"
+
+
+def spec_round(index: int, t: float, drafted: list[int], accepted: int, target: int | None,
+               probs: bool = True) -> Round:
+    """A round that kept ``drafted[:accepted]`` and then ``target`` (None: stopped inside
+    the accepted drafts)."""
+    k = len(drafted)
+    tokens = drafted[:accepted] + ([] if target is None else [target])
+    end = None if target is None else ("target" if not k else "bonus" if accepted == k
+                                       else "correction")
+    return Round(
+        index=index, drafted=list(drafted), accepted=accepted, tokens=tokens, end=end,
+        pieces=[piece(x) for x in tokens],
+        rejected_pieces=[piece(x) for x in drafted[accepted:]],
+        draft_seconds=0.002 * k, verify_seconds=0.01, t=t,
+        draft_probs=[0.5] * k if probs and k else None,
+        target_probs=[0.25] * k if probs and k else None,
+        alternatives=[[[target or 0, 0.9], [7, 0.05]]] if target is not None else None,
+    )
+
+
+def make_trace(name: str, rounds: list[tuple[list[int], int, int | None]],
+               reason: str | None = "length") -> Trace:
+    """A run from ``(drafted, accepted, target)`` triples; ``reason=None``: no Done."""
+    events: list = [Prefill(prompt_tokens=5, seconds=0.02, t=0.02)]
+    t = 0.02
+    for i, (drafted, accepted, target) in enumerate(rounds):
+        t += 0.01 + 0.002 * len(drafted)
+        events.append(spec_round(i, t, drafted, accepted, target))
+    if reason is not None:
+        generated = sum(len(e.tokens) for e in events[1:])
+        events.append(Done(reason, generated, t + 0.001, 123_456_789, tail="!"))
+    return Trace(name, events)
+
+
+def plain_trace(name: str, tokens: list[int], reason: str | None = "length") -> Trace:
+    return make_trace(name, [([], 0, x) for x in tokens], reason)
+
+
+def config(strategies: list[str], **settings) -> dict:
+    return {
+        "prompt": "def fib(n):", "prompt_tokens": [1, 2, 3, 4, 5], "chat": False,
+        "strategies": strategies,
+        "target": {"source": "tiny/target", "path": "/models/target", "revision": None},
+        "draft": {"source": "tiny/draft", "path": "/models/draft", "revision": None},
+        "settings": DecodeSettings(**settings).to_dict(), "warmup_tokens": 0,
+    }
+
+
+def document(traces: dict[str, Trace], requested: list[str] | None = None,
+             machine: dict | None = None, **settings) -> dict:
+    return build_document(config(requested or list(traces), **settings),
+                          machine or MACHINE, traces)
+
+
+def session(traces: dict[str, Trace], **settings) -> Session:
+    return session_from_document(document(traces, **settings))
+
+
+def sample_traces() -> dict[str, Trace]:
+    """A greedy plain run and a speculative run with the same output (lossless)."""
+    out = [11, 12, 13, 14, 15, 16, 17, 18]
+    return {
+        "plain": plain_trace("plain", out),
+        "draft": make_trace("draft", [
+            ([11, 12], 2, 13),        # both accepted, bonus 13
+            ([14, 99], 1, 15),        # one rejected, correction 15
+            ([98, 97], 0, 16),        # none accepted
+            ([17, 18], 2, None),      # max tokens reached inside the drafts
+        ]),
+    }
