@@ -1,0 +1,275 @@
+"""The playground driven by Pilot on the tiny models: run, pause, step, inspect, toggle
+rejected drafts, change k, cancel mid-run, restart, race. Assertions are on what the
+panes hold and show, and on their statistics."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+
+import pytest
+
+pytest.importorskip("mlx_lm")
+
+from engines.compare import CompareRequest  # noqa: E402
+from engines.config import DecodeSettings  # noqa: E402
+from engines.events import Done, Round, Trace  # noqa: E402
+from engines.stats import compute_stats  # noqa: E402
+from specdeck.playback import Schedule  # noqa: E402
+from tui.app import SpecdeckApp  # noqa: E402
+from tui.help_screen import HelpScreen  # noqa: E402
+from tui.inspector import RoundInspector  # noqa: E402
+from tui.settings_screen import SettingsScreen  # noqa: E402
+from tui.token_view import printable  # noqa: E402
+from tui_support import run_async, settle  # noqa: E402
+
+PROMPT = "def add(a, b):\n    return"
+SIZE = (160, 48)
+
+
+def make_request(family, k: int = 2, max_tokens: int = 40,
+                 strategies: tuple[str, ...] = ("plain", "draft")) -> CompareRequest:
+    return CompareRequest(
+        target=str(family["llama_target"]), draft=str(family["llama_draft"]),
+        strategies=list(strategies), prompt=PROMPT, warmup_tokens=2,
+        settings=DecodeSettings(max_tokens=max_tokens, num_draft_tokens=k, stop_at_eos=False),
+    )
+
+
+class GatedClock:
+    """A perf_counter that blocks the generation thread after ``open_calls`` readings
+    until ``release()``: the test then acts while the run is provably mid-way."""
+
+    def __init__(self, open_calls: int) -> None:
+        self.calls = 0
+        self.open_calls = open_calls
+        self.gate = threading.Event()
+        self.blocked = threading.Event()
+
+    def __call__(self) -> float:
+        self.calls += 1
+        if self.calls > self.open_calls and not self.gate.is_set():
+            self.blocked.set()
+            self.gate.wait(timeout=60)
+        return time.perf_counter()
+
+    async def wait_blocked(self) -> None:
+        for _ in range(600):
+            if self.blocked.is_set():
+                return
+            await asyncio.sleep(0.05)
+        raise AssertionError("the run never reached the gate")
+
+
+def shown_trace(pane) -> Trace:
+    return Trace(pane.strategy, pane.events[: pane.shown])
+
+
+@run_async
+async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
+    app = SpecdeckApp(make_request(tiny_family, strategies=("plain", "draft", "ngram")))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.phase == "measured"
+        plain, draft, ngram = app.pane("plain"), app.pane("draft"), app.pane("ngram")
+        assert [p.border_title for p in app.panes] == ["plain", "draft k=2", "ngram n=3"]
+        for pane in (plain, draft, ngram):
+            assert pane.complete and pane.status == "length"
+        # Every token is marked by kind: plain has only target tokens...
+        assert {kind for _, kind in plain.view.tokens} == {"target"}
+        kinds = {kind for _, kind in draft.view.tokens}
+        assert "accepted" in kinds and kinds <= {"accepted", "rejected", "correction", "bonus"}
+        # ...and speculation is lossless: without its rejected drafts, the draft pane reads
+        # exactly like the plain one.
+        kept = ("accepted", "correction", "bonus", "target")
+        assert draft.view.text(kinds=kept) == plain.view.text()
+        assert ngram.view.text(kinds=kept) == plain.view.text()
+        assert plain.view.text() == printable(shown_trace(plain).text)
+        rejected = [r for r in draft.events if isinstance(r, Round) and r.rejected]
+        assert len(draft.view.text(kinds=("rejected",))) == sum(
+            len("".join(r.rejected_pieces)) for r in rejected
+        )
+        # Statistics are those of the shown events, speedup against the plain pane.
+        expected = compute_stats(draft.events)
+        assert draft.stats.acceptance_rate == expected.acceptance_rate
+        assert draft.stats.rounds == expected.rounds and draft.stats.rounds > 0
+        assert draft.stats.generated_tokens == 40 == plain.stats.generated_tokens
+        strip = str(draft.query_one(".stats-text").render())
+        assert "× plain" in strip and f"rounds {expected.rounds}" in strip
+        assert "by pos" in strip and "ttft" in strip and "peak" in strip
+        assert "baseline" in str(plain.query_one(".stats-text").render())
+
+
+@run_async
+async def test_pause_step_inspect_and_hide_rejected(tiny_family):
+    clock = GatedClock(open_calls=60)
+    app = SpecdeckApp(make_request(tiny_family), clock=clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await clock.wait_blocked()
+        await pilot.press("space")
+        assert app.paused
+        frozen = {p.strategy: p.shown for p in app.panes}
+        clock.gate.set()
+        await settle(app, pilot)
+        draft = app.pane("draft")
+        # Paused: the run went on being measured, the panes did not move.
+        assert {p.strategy: p.shown for p in app.panes} == frozen
+        assert draft.events and draft.shown < len(draft.events)
+
+        draft.focus()
+        await pilot.pause()
+        before = sum(isinstance(e, Round) for e in draft.events[: draft.shown])
+        await pilot.press("n")
+        after = sum(isinstance(e, Round) for e in draft.events[: draft.shown])
+        assert after == before + 1
+        step_round = draft.current_round()
+        assert step_round is not None and step_round.index == after - 1
+
+        await pilot.press("i")
+        inspector = app.query_one(RoundInspector)
+        assert inspector.display and inspector.shown == ("draft", step_round)
+        await pilot.press("n")
+        assert inspector.shown[1].index == step_round.index + 1
+
+        # Rejected drafts: hidden with one key, still kept, back with the same key.
+        await pilot.press("space")  # resume: show everything
+        assert draft.complete
+        with_rejected = draft.view.text()
+        assert draft.view.text(kinds=("rejected",))
+        await pilot.press("x")
+        hidden = draft.view.text()
+        assert len(hidden) < len(with_rejected)
+        assert draft.view.text(kinds=("rejected",)) == ""
+        assert "".join(draft.view.lines()) == hidden.replace("\n", "")
+        await pilot.press("x")
+        assert draft.view.text() == with_rejected
+
+
+@run_async
+async def test_cancel_stops_at_once_and_drops_late_events(tiny_family):
+    clock = GatedClock(open_calls=60)
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock)
+    async with app.run_test(size=SIZE) as pilot:
+        await clock.wait_blocked()
+        await pilot.pause()
+        await pilot.press("c")
+        assert app.phase == "cancelled"
+        held = {p.strategy: len(p.events) for p in app.panes}
+        unfinished = [p for p in app.panes if not any(isinstance(e, Done) for e in p.events)]
+        assert unfinished and all(p.status == "cancelled" for p in unfinished)
+        clock.gate.set()
+        await settle(app, pilot)  # the worker stops after its current round
+        assert {p.strategy: len(p.events) for p in app.panes} == held
+        assert all(p.stats.generated_tokens < 200 for p in unfinished)
+
+
+@run_async
+async def test_restart_and_change_k(tiny_family):
+    app = SpecdeckApp(make_request(tiny_family, k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        first = app.pane("draft").view.text()
+        first_run = app.run_id
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert app.run_id == first_run + 1 and app.phase == "measured"
+        assert app.pane("draft").view.text() == first  # greedy: same run again
+
+        await pilot.press("right_square_bracket")
+        await settle(app, pilot)
+        draft = app.pane("draft")
+        assert app.request.settings.num_draft_tokens == 3
+        assert draft.border_title == "draft k=3"
+        widths = {len(e.drafted) for e in draft.events if isinstance(e, Round)}
+        assert max(widths) == 3
+        assert len(draft.stats.acceptance_by_position) == 3
+
+
+@run_async
+async def test_settings_dialog_applies_and_reports_errors(tiny_family):
+    app = SpecdeckApp(make_request(tiny_family, k=2))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("s")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, SettingsScreen)
+        screen.query_one("#k").value = "99"
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert app.screen is screen  # stays open, says why
+        assert "draft tokens" in str(screen.query_one("#settings-error").render())
+        screen.query_one("#k").value = "1"
+        screen.query_one("#max_tokens").value = "12"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert not isinstance(app.screen, SettingsScreen)
+        draft = app.pane("draft")
+        assert draft.stats.generated_tokens == 12
+        assert {len(e.drafted) for e in draft.events if isinstance(e, Round)} == {1}
+
+        await pilot.press("s")
+        await pilot.pause()
+        app.screen.query_one("#strategies").value = "plain,ngram"
+        await pilot.press("ctrl+s")
+        await settle(app, pilot)
+        assert [p.strategy for p in app.panes] == ["plain", "ngram"]
+        assert app.pane("ngram").complete and app.pane("ngram").stats.generated_tokens == 12
+
+
+@run_async
+async def test_race_replays_in_sync_from_each_start(tiny_family):
+    now = [0.0]
+    app = SpecdeckApp(make_request(tiny_family), wall_clock=lambda: now[0])
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        traces = {p.strategy: Trace(p.strategy, list(p.events)) for p in app.panes}
+        await pilot.press("g")
+        assert app.phase == "racing"
+        assert all(p.shown == 0 and p.view.text() == "" for p in app.panes)
+        schedule = Schedule.of(traces)
+        half = schedule.duration / 2
+        now[0] = half
+        app.race_tick()
+        due = schedule.due(half)
+        assert {p.strategy: p.shown for p in app.panes} == due
+        assert 0 < sum(due.values()) < sum(len(t.events) for t in traces.values())
+        await pilot.press("minus")  # 0.5x: the next wall second moves the race half as far
+        now[0] = half + schedule.duration  # 0.5 x duration more: the end
+        app.race_tick()
+        assert app.phase == "raced"
+        assert all(p.complete for p in app.panes)
+        assert app.pane("plain").view.text() == printable(traces["plain"].text)
+
+
+@run_async
+async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family):
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    async with app.run_test(size=(90, 50)) as pilot:
+        await settle(app, pilot)
+        plain, draft = app.pane("plain").region, app.pane("draft").region
+        assert plain.x == draft.x and draft.y > plain.y  # stacked
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        keys = {b.id for b in app.BINDINGS}
+        assert {"specdeck.restart", "specdeck.cancel", "specdeck.step"} <= keys
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+    wide = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    async with wide.run_test(size=(160, 40)) as pilot:
+        await settle(wide, pilot)
+        assert wide.pane("draft").region.x > wide.pane("plain").region.x  # side by side
+
+
+@run_async
+async def test_model_error_is_shown_not_raised(tiny_family, tmp_path):
+    request = make_request(tiny_family)
+    request.target = str(tmp_path / "missing")
+    app = SpecdeckApp(request)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        assert app.phase == "failed"
+        assert "model not found" in str(app.query_one("#status").render())
+        assert all(p.status == "not run" for p in app.panes)

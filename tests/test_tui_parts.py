@@ -1,0 +1,200 @@
+"""The playground's parts without a running app: prompts, the race schedule, batching,
+token wrapping, the inspector's explanations, the settings form, and the layering rule
+that the app never imports mlx."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from dataclasses import replace
+
+import pytest
+
+from engines.config import DecodeSettings
+from engines.errors import SettingsError
+from engines.events import Done, Prefill, Round, Trace
+from prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_prompt
+from specdeck.playback import Playback, Schedule, next_speed
+from tui.batcher import EventBatcher
+from tui.inspector import describe_rollback, explain_round
+from tui.token_view import printable, round_tokens
+from tui_support import demo_traces, run_async
+
+
+def test_prompts_cover_the_workload_kinds():
+    prompts = load_prompts()
+    assert {"code", "prose", "json_tool_call", "summarise", "repeat_input"} <= set(prompts)
+    for prompt in prompts.values():
+        assert prompt.name and prompt.description and prompt.text.strip()
+        assert "---" not in prompt.text.splitlines()[0]
+    assert get_prompt().key == DEFAULT_PROMPT
+    with pytest.raises(KeyError, match="choose from"):
+        get_prompt("nope")
+    with pytest.raises(ValueError, match="no 'description'"):
+        parse_prompt("x", "name: X\n---\ntext\n")
+
+
+def _round(index, t, **kw):
+    base = dict(index=index, drafted=[], accepted=0, tokens=[index], end="target",
+                pieces=[f"w{index} "], rejected_pieces=[], draft_seconds=0.0,
+                verify_seconds=0.01, t=t)
+    base.update(kw)
+    return Round(**base)
+
+
+def test_schedule_counts_each_trace_from_its_own_start():
+    fast = Trace("a", [Prefill(3, 0.1, 0.1), _round(0, 0.2), _round(1, 0.3),
+                       Done("length", 2, 0.31, None)])
+    slow = Trace("b", [Prefill(3, 0.1, 0.1), _round(0, 0.5), _round(1, 0.45),  # clock hiccup
+                       Done("length", 2, 0.9, None)])
+    schedule = Schedule.of({"a": fast, "b": slow})
+    assert schedule.duration == 0.9
+    assert schedule.due(0.0) == {"a": 0, "b": 0}
+    assert schedule.due(0.2) == {"a": 2, "b": 1}
+    assert schedule.due(0.5) == {"a": 4, "b": 3}  # b's stamps never go backwards
+
+
+def test_playback_speed_pause_and_seek():
+    schedule = Schedule.of(demo_traces())
+    playback = Playback(schedule)
+    playback.advance(0.1)
+    assert playback.position == pytest.approx(0.1)
+    playback.speed = next_speed(playback.speed, faster=True)
+    assert playback.speed == 2.0
+    playback.advance(0.1)
+    assert playback.position == pytest.approx(0.3)
+    playback.paused = True
+    assert playback.advance(5.0) == schedule.due(0.3)
+    playback.paused = False
+    assert next_speed(2.0, faster=False) == 1.0 and next_speed(1.0, faster=False) == 0.5
+    assert next_speed(0.25, faster=False) == 0.25 and next_speed(10.0, faster=True) == 10.0
+    playback.advance(100.0)
+    assert playback.finished and playback.position == schedule.duration
+    assert playback.seek(-1.0) == {name: 0 for name in schedule.times}
+    with pytest.raises(ValueError):
+        Playback(schedule, speed=0)
+
+
+def test_batcher_sends_at_most_per_interval_and_at_once_on_done():
+    now = [0.0]
+    sent = []
+    batcher = EventBatcher(sent.append, interval=0.1, clock=lambda: now[0])
+    for i in range(5):
+        now[0] += 0.01
+        batcher.add("plain", _round(i, now[0]))
+    assert sent == []  # 50 ms: still within one interval
+    now[0] += 0.1
+    batcher.add("plain", _round(5, now[0]))
+    assert [len(b) for b in sent] == [6]
+    batcher.add("plain", Done("length", 6, 1.0, None))
+    assert [len(b) for b in sent] == [6, 1]  # a run's end is never held back
+    batcher.flush()
+    assert len(sent) == 2  # nothing pending: nothing sent
+
+
+def test_round_tokens_put_rejected_drafts_where_proposed():
+    event = _round(0, 0.1, drafted=[5, 6, 7], accepted=1, tokens=[5, 9], end="correction",
+                   pieces=["a", "b"], rejected_pieces=["x", "y"])
+    assert round_tokens(event) == [("a", "accepted"), ("x", "rejected"), ("y", "rejected"),
+                                   ("b", "correction")]
+    bonus = _round(1, 0.2, drafted=[5], accepted=1, tokens=[5, 6], end="bonus",
+                   pieces=["a", "b"])
+    assert round_tokens(bonus) == [("a", "accepted"), ("b", "bonus")]
+    assert printable("a\x01\tb\n\x9b") == "a␁    b\n\N{REPLACEMENT CHARACTER}"
+
+
+def test_explain_round_greedy_and_sampled():
+    greedy = _round(3, 0.1, drafted=[5, 6, 7], accepted=1, tokens=[5, 8], end="correction",
+                    pieces=["a", "c"], rejected_pieces=["x", "y"], draft_probs=[.9, .5, .4],
+                    target_probs=[.8, .1, .2], alternatives=[[[5, .8]], [[8, .7], [6, .1]]],
+                    rollback="trim")
+    rows = explain_round(greedy, {8: "c"}.get)
+    assert [r.kind for r in rows] == ["accepted", "rejected", "unchecked", "correction"]
+    assert [r.position for r in rows] == [1, 2, 3, 2]
+    assert rows[1].alternatives == [("c", .7), ("#6", .1)]
+    assert "top choice" in rows[0].reason and "replaces" in rows[3].reason
+    assert describe_rollback(greedy) == "rollback: trimmed 2 rejected positions from the caches"
+
+    sampled = replace(greedy, uniforms=[0.3, 0.5, 0.9], rollback="replay", replayed=1)
+    rows = explain_round(sampled, lambda _: None)
+    assert rows[0].reason == "u=0.300 < min(1, p/q)=0.889"
+    assert rows[1].reason == "u=0.500 ≥ min(1, p/q)=0.200"
+    assert "norm(max(0, p − q))" in rows[3].reason
+    assert rows[3].alternatives[0] == ("#8", .7)
+    assert "replayed 1 accepted token" in describe_rollback(sampled)
+
+
+def test_settings_form_builds_a_validated_request(tmp_path):
+    from tui.settings_screen import apply_form, form_values
+
+    compare = pytest.importorskip("engines.compare")
+    request = compare.CompareRequest(target="t", strategies=["plain", "draft"], prompt="p",
+                                     draft="d", settings=DecodeSettings())
+    values = form_values(request)
+    assert apply_form(request, values) == request  # the round trip changes nothing
+    changed = apply_form(request, {**values, "k": "5", "temperature": "0.7",
+                                   "strategies": "plain, ngram", "draft": ""})
+    assert changed.settings.num_draft_tokens == 5
+    assert changed.settings.sampling.temperature == 0.7
+    assert changed.strategies == ["plain", "ngram"] and changed.draft is None
+    with pytest.raises(SettingsError, match="k .drafts per round. must be a whole number"):
+        apply_form(request, {**values, "k": "two"})
+    with pytest.raises(SettingsError, match="top-p"):
+        apply_form(request, {**values, "top_p": "1.5"})
+    with pytest.raises(SettingsError, match="at most four"):
+        apply_form(request, {**values, "strategies": "plain,draft,mtp,ngram,plain"})
+
+
+def test_the_app_and_replay_never_import_mlx():
+    code = (
+        "import sys, tui.app, specdeck.playback\n"
+        "from tui.app import SpecdeckApp\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'optiq'))\n"
+        "assert not bad, bad\n"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys):
+    pytest.importorskip("mlx_lm")
+    from engines import demo
+    from specdeck import cli
+
+    missing = tmp_path / "no-demo"
+    original = demo.require_demo_models
+    monkeypatch.setattr(demo, "require_demo_models", lambda root=missing: original(root))
+    assert cli.main([]) == cli.EXIT_USAGE
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "--target PATH" in err and str(missing) in err
+    # A missing model is refused before the app takes the screen.
+    code = cli.main(["compare", "--target", str(tmp_path / "nope"), "--prompt", "hi",
+                     "--strategies", "plain"])
+    assert code == cli.EXIT_USAGE and "model not found" in capsys.readouterr().err
+
+
+@run_async
+async def test_token_view_wraps_new_tokens_only_and_rewraps_on_toggle():
+    from textual.app import App
+
+    from tui.token_view import TokenView
+
+    class OneView(App):
+        CSS = "TokenView { width: 12; height: 5; }"
+
+        def compose(self):
+            yield TokenView()
+
+    app = OneView()
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(TokenView)
+        await pilot.pause()
+        view.append([("def", "target"), (" add", "accepted"), ("(a,", "rejected"),
+                     (" b):", "correction")])
+        # Word-sized tokens move whole to the next line when they do not fit.
+        assert view.lines() == ["def add(a,", " b):"]
+        view.append([("\n", "bonus"), ("abcdefghijklmnopq", "target")])
+        assert view.lines() == ["def add(a,", " b):", "abcdefghijkl", "mnopq"]  # hard split
+        view.show_rejected = False
+        assert view.lines() == ["def add b):", "abcdefghijkl", "mnopq"]
+        assert view.text(kinds=("accepted",)) == " add"
+        assert len(view.tokens) == 6  # hidden, not dropped

@@ -1,0 +1,68 @@
+"""SVG snapshots of the playground: the main screen mid-race and the round inspector.
+
+Hand-built traces with fixed times and peak memory, a frozen race clock and a fixed
+terminal size make the screenshots byte-for-byte repeatable. After a deliberate change
+to the look, regenerate with ``SPECDECK_UPDATE_SNAPSHOTS=1 python -m pytest
+tests/test_tui_snapshots.py`` and review the new SVGs.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from tui.app import SpecdeckApp
+from tui_support import demo_traces, run_async
+
+SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
+SIZE = (140, 40)
+
+
+def check_snapshot(name: str, svg: str, tmp_path: Path) -> None:
+    path = SNAPSHOTS / f"{name}.svg"
+    if os.environ.get("SPECDECK_UPDATE_SNAPSHOTS") or not path.exists():
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(svg, encoding="utf-8")
+        if not os.environ.get("SPECDECK_UPDATE_SNAPSHOTS"):
+            raise AssertionError(f"created {path}: review it and run the tests again")
+        return
+    if path.read_text(encoding="utf-8") != svg:
+        actual = tmp_path / f"{name}.svg"
+        actual.write_text(svg, encoding="utf-8")
+        raise AssertionError(
+            f"{name} changed: compare {actual} with {path}; if the change is intended, "
+            "rerun with SPECDECK_UPDATE_SNAPSHOTS=1"
+        )
+
+
+def replay_app() -> SpecdeckApp:
+    return SpecdeckApp(traces=demo_traces(), settings={"num_draft_tokens": 3},
+                       wall_clock=lambda: 0.0, title="demo session")
+
+
+@run_async
+async def test_main_screen_mid_race(tmp_path):
+    app = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        app.seek_race(0.22)
+        await pilot.pause()
+        draft = app.pane("draft")
+        assert 0 < draft.shown < len(draft.events)  # mid-race, not at an end
+        check_snapshot("main_mid_race", app.export_screenshot(), tmp_path)
+
+
+@run_async
+async def test_inspector_on_a_correction_round(tmp_path):
+    app = replay_app()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        await pilot.press("space")  # pause the race at t = 0
+        app.pane("draft").focus()
+        for _ in range(2):
+            await pilot.press("n")
+        await pilot.press("i")
+        await pilot.pause()
+        round_ = app.pane("draft").current_round()
+        assert round_.index == 1 and round_.end == "correction"
+        check_snapshot("inspector", app.export_screenshot(), tmp_path)

@@ -1,0 +1,115 @@
+"""Smoke test of the real app in a real terminal: tmux runs ``specdeck compare`` on the
+tiny models, keys are sent, and the captured screen (with its colour codes) must show
+styled tokens in every pane. Skipped where tmux is not installed.
+
+Run alone: ``python -m pytest tests/test_tui_tmux.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+
+ANSI = re.compile(r"\x1b\[[0-9;:]*[A-Za-z]")
+SGR = re.compile(r"\x1b\[([0-9;]*)m")
+#: SGR attributes that mark token kinds (see tui/app.tcss).
+UNDERLINE, STRIKE = 4, 9  # accepted, rejected
+
+
+def attributes(line: str) -> set[int]:
+    """The SGR attributes a captured line switches on (colour arguments skipped)."""
+    found = set()
+    for match in SGR.finditer(line):
+        params = [int(p) for p in match.group(1).split(";") if p]
+        i = 0
+        while i < len(params):
+            if params[i] in (38, 48):  # 38;2;r;g;b or 38;5;n
+                i += 5 if i + 1 < len(params) and params[i + 1] == 2 else 3
+                continue
+            found.add(params[i])
+            i += 1
+    return found
+
+
+class Terminal:
+    """One detached tmux session running a command."""
+
+    def __init__(self, command: list[str], width: int, height: int) -> None:
+        self.name = f"specdeck-smoke-{uuid.uuid4().hex[:8]}"
+        env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
+        env.pop("PYTEST_CURRENT_TEST", None)
+        subprocess.run(
+            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
+             " ".join(f"'{part}'" for part in command)],
+            check=True, env=env,
+        )
+
+    def capture(self, colours: bool = False) -> str:
+        args = ["tmux", "capture-pane", "-p", "-t", self.name] + (["-e"] if colours else [])
+        return subprocess.run(args, capture_output=True, text=True).stdout
+
+    def keys(self, *keys: str) -> None:
+        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+
+    def wait_for(self, text: str, timeout: float = 120.0) -> str:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            screen = self.capture()
+            if text in screen:
+                return screen
+            time.sleep(0.3)
+        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.capture()}")
+
+    def alive(self) -> bool:
+        return subprocess.run(["tmux", "has-session", "-t", self.name],
+                              capture_output=True).returncode == 0
+
+    def close(self) -> None:
+        if self.alive():
+            subprocess.run(["tmux", "kill-session", "-t", self.name], check=False)
+
+
+def test_specdeck_in_tmux_shows_styled_tokens_in_every_pane(tiny_family):
+    command = [
+        sys.executable, "-m", "specdeck", "compare",
+        "--target", str(tiny_family["llama_target"]), "--draft", str(tiny_family["llama_draft"]),
+        "--strategies", "plain,draft", "--prompt", "def add(a, b):", "--max-tokens", "60",
+        "--ignore-eos",
+    ]
+    # 100 columns: narrower than the side-by-side breakpoint, so the panes stack and
+    # each one owns a band of screen rows.
+    term = Terminal(command, width=100, height=50)
+    try:
+        term.wait_for("measured one after another")
+        term.keys("g")  # race
+        term.wait_for("race finished")
+        screen = term.capture(colours=True).splitlines()
+        plain_rows = [i for i, line in enumerate(screen) if "plain" in ANSI.sub("", line)]
+        draft_rows = [i for i, line in enumerate(screen) if "draft k=2" in ANSI.sub("", line)]
+        assert plain_rows and draft_rows, "\n".join(screen)
+        top, middle = plain_rows[0], draft_rows[0]
+        plain_band, draft_band = screen[top + 1 : middle - 4], screen[middle + 1 :]
+        # The plain pane shows its tokens; the draft pane marks accepted and rejected ones.
+        assert sum(len(ANSI.sub("", line).strip("│ ")) for line in plain_band) > 20
+        assert any(UNDERLINE in attributes(line) for line in draft_band), "no accepted drafts"
+        assert any(STRIKE in attributes(line) for line in draft_band), "no rejected drafts"
+        term.keys("x")  # hide rejected drafts
+        time.sleep(1.0)
+        hidden = term.capture(colours=True).splitlines()[middle + 1 :]
+        assert not any(STRIKE in attributes(line) for line in hidden), "rejected still shown"
+        term.keys("q")
+        deadline = time.monotonic() + 15
+        while term.alive() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert not term.alive(), "q did not quit"
+    finally:
+        term.close()

@@ -1,0 +1,38 @@
+"""The legend: one sample of every token kind, styled by the same component classes.
+
+Each kind differs by more than colour (underline, strike-through, bold, italic), so the
+legend and the panes stay readable without colour vision or on a monochrome terminal.
+"""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widget import Widget
+
+from tui.token_view import KINDS
+
+#: What the legend calls each kind.
+LABELS = {
+    "target": "target (plain)",
+    "accepted": "accepted draft",
+    "rejected": "rejected draft",
+    "correction": "correction",
+    "bonus": "bonus",
+}
+
+
+class Legend(Widget):
+    """A one-line key to the token styles."""
+
+    COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS}
+
+    DEFAULT_CSS = """
+    Legend { height: 1; }
+    """
+
+    def render(self) -> Text:
+        text = Text("tokens: ")
+        for kind in KINDS:
+            text.append(LABELS[kind], self.get_component_rich_style(f"token--{kind}", partial=True))
+            text.append("  ")
+        return text

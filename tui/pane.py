@@ -1,0 +1,115 @@
+"""One strategy's pane: its streamed text, statistics, and a display cursor over its events.
+
+A pane keeps every event it received and shows a prefix of them. Live, the prefix follows
+the stream; paused, it stays put and steps one round at a time; in a race, the playback
+schedule moves it. The text, the statistics and the inspector all read the same prefix.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+
+from engines.events import Done, Event, Round
+from engines.stats import Stats
+from tui.stats_strip import StatsStrip
+from tui.token_view import TokenView, round_tokens
+
+
+class StrategyPane(Vertical, can_focus=True):
+    """Text and statistics of one strategy; focus a pane to step or inspect it."""
+
+    def __init__(self, strategy: str, detail: str = "") -> None:
+        super().__init__(id=f"pane-{strategy}", classes="pane")
+        self.strategy = strategy
+        self.events: list[Event] = []
+        self.shown = 0
+        self.detail = detail
+        self.status = "waiting"
+
+    def compose(self) -> ComposeResult:
+        yield TokenView()
+        yield StatsStrip(is_baseline=self.strategy == "plain")
+
+    @property
+    def view(self) -> TokenView:
+        return self.query_one(TokenView)
+
+    @property
+    def stats(self) -> Stats:
+        return self.query_one(StatsStrip).stats
+
+    @property
+    def detail(self) -> str:
+        """The setting that defines the strategy (k=2, depth=1...), shown in the title."""
+        return self._detail
+
+    @detail.setter
+    def detail(self, text: str) -> None:
+        self._detail = text
+        self.border_title = f"{self.strategy} {text}".strip()
+
+    @property
+    def status(self) -> str:
+        return str(self.border_subtitle)
+
+    @status.setter
+    def status(self, text: str) -> None:
+        if text != self.border_subtitle:  # setting it re-lays out the screen
+            self.border_subtitle = text
+
+    @property
+    def complete(self) -> bool:
+        """Every event received is shown and the run has ended."""
+        return self.shown == len(self.events) and any(isinstance(e, Done) for e in self.events)
+
+    def receive(self, events: list[Event]) -> None:
+        """Keep new events of the run; showing them is the caller's choice."""
+        self.events.extend(events)
+
+    def reset(self, *, keep_events: bool) -> None:
+        """Show nothing again; drop the events too unless they are to be replayed."""
+        if not keep_events:
+            self.events = []
+        self.shown = 0
+        self.view.clear()
+
+    def show_until(self, count: int) -> bool:
+        """Show the first ``count`` events; True when that changed what is shown."""
+        count = max(0, min(count, len(self.events)))
+        if count == self.shown:
+            return False
+        if count < self.shown:
+            self.reset(keep_events=True)
+        view = self.view
+        for event in self.events[self.shown : count]:
+            if isinstance(event, Round):
+                view.append(round_tokens(event))
+            elif isinstance(event, Done):
+                if event.tail:
+                    view.append([(event.tail, "target")])
+                self.status = event.reason + (f": {event.error}" if event.error else "")
+        self.shown = count
+        return True
+
+    def step(self) -> bool:
+        """Show one more round (and the end of the run right after the last one)."""
+        rest = self.events[self.shown :]
+        next_round = next((i for i, e in enumerate(rest) if isinstance(e, Round)), None)
+        if next_round is None:
+            return self.show_until(len(self.events))
+        count = self.shown + next_round + 1
+        if count < len(self.events) and isinstance(self.events[count], Done):
+            count += 1
+        return self.show_until(count)
+
+    def current_round(self) -> Round | None:
+        """The last round shown: what the inspector explains."""
+        return next(
+            (e for e in reversed(self.events[: self.shown]) if isinstance(e, Round)), None
+        )
+
+    def refresh_stats(self, baseline_tokens_per_s: float | None) -> Stats:
+        return self.query_one(StatsStrip).update_from(
+            self.events[: self.shown], baseline_tokens_per_s
+        )

@@ -1,0 +1,153 @@
+"""The settings dialog: prompt, models, strategies and decoding settings, without leaving.
+
+It edits a copy of the comparison request; the engine's own validation decides what is
+allowed, and its message is shown in the dialog instead of closing it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static, TextArea
+
+from engines.errors import SettingsError
+from prompts import load_prompts
+
+if TYPE_CHECKING:  # engines.compare loads mlx; the dialog only edits the dataclass
+    from engines.compare import CompareRequest
+
+#: Form fields: (id, label, how to read it).
+NUMBERS = (
+    ("k", "k (drafts per round)", int),
+    ("mtp_depth", "MTP depth", int),
+    ("ngram_n", "n-gram n", int),
+    ("temperature", "temperature", float),
+    ("top_p", "top-p", float),
+    ("max_tokens", "max tokens", int),
+    ("seed", "seed", int),
+)
+
+
+def form_values(request: "CompareRequest") -> dict[str, str]:
+    """The request as the dialog's text fields."""
+    s = request.settings
+    values = {
+        "target": request.target,
+        "draft": request.draft or "",
+        "strategies": ",".join(request.strategies),
+        "prompt": request.prompt,
+        "k": str(s.num_draft_tokens),
+        "mtp_depth": str(s.mtp_depth),
+        "ngram_n": str(s.ngram_n),
+        "temperature": str(s.sampling.temperature),
+        "top_p": str(s.sampling.top_p),
+        "max_tokens": str(s.max_tokens),
+        "seed": str(s.sampling.seed),
+        "mtp_model": request.mtp_model or "",
+    }
+    return values
+
+
+def apply_form(request: "CompareRequest", values: dict[str, str]) -> "CompareRequest":
+    """A new request from the dialog's fields; SettingsError names a bad field."""
+    numbers = {}
+    for key, label, kind in NUMBERS:
+        try:
+            numbers[key] = kind(values[key].strip())
+        except ValueError:
+            noun = "a whole number" if kind is int else "a number"
+            raise SettingsError(f"{label} must be {noun} (got {values[key]!r})") from None
+    settings = replace(
+        request.settings,
+        max_tokens=numbers["max_tokens"],
+        num_draft_tokens=numbers["k"],
+        mtp_depth=numbers["mtp_depth"],
+        ngram_n=numbers["ngram_n"],
+        sampling=replace(
+            request.settings.sampling,
+            temperature=numbers["temperature"],
+            top_p=numbers["top_p"],
+            seed=numbers["seed"],
+        ),
+    )
+    changes = dict(
+        target=values["target"].strip(),
+        draft=values["draft"].strip() or None,
+        mtp_model=values["mtp_model"].strip() or None,
+        strategies=[s.strip() for s in values["strategies"].split(",") if s.strip()],
+        prompt=values["prompt"],
+        settings=settings,
+    )
+    if not changes["target"]:
+        raise SettingsError("the target model is empty")
+    if len(changes["strategies"]) > 4:
+        raise SettingsError("choose at most four strategies")
+    new = replace(request, **changes)
+    new.validate()
+    return new
+
+
+class SettingsScreen(ModalScreen["CompareRequest | None"]):
+    """Edit and apply (ctrl+s) or leave unchanged (escape)."""
+
+    BINDINGS = [
+        Binding("escape", "dismiss(None)", "Cancel", id="settings.cancel"),
+        Binding("ctrl+s", "apply", "Apply and restart", id="settings.apply"),
+    ]
+
+    def __init__(self, request: "CompareRequest") -> None:
+        super().__init__(id="settings")
+        self.request = request
+        self.prompts = load_prompts()
+
+    def compose(self) -> ComposeResult:
+        values = form_values(self.request)
+        current = next(
+            (key for key, p in self.prompts.items() if p.text == self.request.prompt),
+            Select.NULL,
+        )
+        with Vertical(id="settings-body"):
+            yield Static("Settings — ctrl+s applies and restarts", classes="dialog-title")
+            yield Select(
+                [(f"{p.name} — {p.description}", key) for key, p in self.prompts.items()],
+                prompt="built-in prompt (or write your own below)",
+                value=current, id="prompt-picker",
+            )
+            yield TextArea(values["prompt"], id="prompt", soft_wrap=True)
+            with Grid(id="settings-grid"):
+                for key in ("target", "draft", "mtp_model", "strategies"):
+                    yield Label(key.replace("_", " "))
+                    yield Input(values[key], id=key)
+                for key, label, _ in NUMBERS:
+                    yield Label(label)
+                    yield Input(values[key], id=key)
+            yield Label("", id="settings-error")
+            with Horizontal(id="settings-buttons"):
+                yield Button("Apply and restart", id="apply", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    @on(Select.Changed, "#prompt-picker")
+    def _pick_prompt(self, event: Select.Changed) -> None:
+        if event.value in self.prompts:
+            self.query_one("#prompt", TextArea).text = self.prompts[event.value].text
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Button.Pressed, "#apply")
+    def action_apply(self) -> None:
+        values = {i.id: i.value for i in self.query(Input) if i.id}
+        values["prompt"] = self.query_one("#prompt", TextArea).text
+        try:
+            request = apply_form(self.request, values)
+        except SettingsError as exc:
+            self.query_one("#settings-error", Label).update(f"⚠ {exc}")
+            return
+        self.dismiss(request)

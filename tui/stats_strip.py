@@ -1,0 +1,98 @@
+"""A pane's live statistics: speed, acceptance, timing, memory, and a per-round sparkline.
+
+Every number comes from ``engines.stats.compute_stats`` over the events shown so far, so a
+pane, a race and a saved session report the same values.
+"""
+
+from __future__ import annotations
+
+from textual.app import ComposeResult
+from textual.containers import Vertical
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import Sparkline
+
+from engines.events import Event, Round
+from engines.stats import Stats, compute_stats
+
+
+def _ms(seconds: float | None) -> str:
+    return "–" if seconds is None else f"{seconds * 1000:.0f} ms"
+
+
+def _mb(count: int | None) -> str:
+    return "–" if count is None else f"{count / 2**20:.0f} MB"
+
+
+def _pct(value: float | None) -> str:
+    return "–" if value is None else f"{value:.0%}"
+
+
+def speedup(stats: Stats, baseline_tokens_per_s: float | None) -> float | None:
+    """This run's tokens/s over the plain run's; None until both are known."""
+    if not baseline_tokens_per_s or not stats.tokens_per_s:
+        return None
+    return stats.tokens_per_s / baseline_tokens_per_s
+
+
+def format_stats(stats: Stats, baseline_tokens_per_s: float | None, is_baseline: bool) -> str:
+    """Three short lines (a pane may be a third of the terminal wide): speed, timing,
+    acceptance."""
+    rate = "–" if stats.tokens_per_s is None else f"{stats.tokens_per_s:.1f} tok/s"
+    ratio = speedup(stats, baseline_tokens_per_s)
+    versus = "baseline" if is_baseline else ("–" if ratio is None else f"{ratio:.2f}× plain")
+    lines = [
+        f"{rate} · {versus} · rounds {stats.rounds}",
+        f"ttft {_ms(stats.ttft_seconds)} · peak {_mb(stats.peak_memory_bytes)} · "
+        f"{stats.generated_tokens} tokens",
+    ]
+    if stats.proposed:
+        by_position = " ".join(f"{p * 100:.0f}" for p in stats.acceptance_by_position)
+        mean = "–" if stats.mean_accepted is None else f"{stats.mean_accepted:.2f}"
+        lines.append(
+            f"accept {_pct(stats.acceptance_rate)} · mean len {mean} · by pos {by_position} %"
+        )
+    else:
+        lines.append("no drafts")
+    return "\n".join(lines)
+
+
+class StatsText(Widget):
+    """Fixed-height text: changing it repaints the strip without a layout pass (a
+    ``Static.update`` re-lays out the screen, too slow at 40 updates a second)."""
+
+    DEFAULT_CSS = "StatsText { height: 3; }"
+
+    text = reactive("", layout=False)
+
+    def render(self) -> str:
+        return self.text
+
+
+class StatsStrip(Vertical):
+    """The statistics under a pane; ``update_from`` recomputes from the shown events."""
+
+    DEFAULT_CSS = """
+    StatsStrip { height: auto; }
+    """
+
+    def __init__(self, *, is_baseline: bool = False, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.is_baseline = is_baseline
+        self.stats: Stats = compute_stats([])
+
+    def compose(self) -> ComposeResult:
+        yield StatsText(classes="stats-text")
+        sparkline = Sparkline([], classes="stats-sparkline")
+        sparkline.tooltip = "accepted drafts per round"
+        yield sparkline
+
+    def update_from(self, events: list[Event], baseline_tokens_per_s: float | None) -> Stats:
+        self.stats = compute_stats(events)
+        self.query_one(StatsText).text = format_stats(
+            self.stats, baseline_tokens_per_s, self.is_baseline
+        )
+        self.query_one(Sparkline).data = [
+float(e.accepted) for e in events if isinstance(e, Round)
+        ]
+        return self.stats

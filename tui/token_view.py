@@ -1,0 +1,210 @@
+"""A streaming text view that marks every token by kind and stays fast as text grows.
+
+A Line-API widget: it wraps each new token onto the open last line and keeps the wrapped
+lines, so appending costs the same at token 5 and at token 5,000 (``Static`` and
+``TextArea`` re-render everything on each change). Token kinds are component classes
+(``token--accepted`` ...), so the stylesheet and themes decide how each kind looks.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from rich.cells import cell_len
+from rich.segment import Segment
+from rich.style import Style
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from engines.events import Round
+
+#: Token kinds, in legend order. ``target``: plain decoding's own token.
+KINDS = ("target", "accepted", "rejected", "correction", "bonus")
+
+#: Control characters would move the terminal's cursor: show them as symbols instead.
+_PRINTABLE = {code: 0x2400 + code for code in range(0x20)}
+_PRINTABLE.update({0x7F: "␡", ord("\t"): "    ", ord("\n"): "\n"})
+_PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0x80, 0xA0)})
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters (other than newlines) made visible."""
+    return text.translate(_PRINTABLE)
+
+
+def round_tokens(event: Round) -> list[tuple[str, str]]:
+    """The (text, kind) pieces a round adds to a pane, rejected drafts where proposed."""
+    pieces = []
+    for i, piece in enumerate(event.pieces):
+        pieces.append((piece, "accepted" if i < event.accepted else (event.end or "target")))
+    rejected = [(p, "rejected") for p in event.rejected_pieces]
+    # Rejected drafts were proposed after the accepted prefix, before the correction.
+    return pieces[: event.accepted] + rejected + pieces[event.accepted :]
+
+
+class TokenView(ScrollView, can_focus=False):
+    """Streaming, wrapped, token-coloured text; rejected drafts can be hidden."""
+
+    COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS}
+
+    DEFAULT_CSS = """
+    TokenView { height: 1fr; }
+    """
+
+    def __init__(self, *, name: str | None = None, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self._tokens: list[tuple[str, str]] = []
+        #: Wrapped lines, each a list of (text, kind) runs.
+        self._lines: list[list[tuple[str, str]]] = [[]]
+        self._last_width = 0  # cells used on the open last line
+        self._wrap_width = 0
+        self._show_rejected = True
+        #: Rendered lines by index (None: not rendered); only the end ever changes.
+        self._strips: list[Strip | None] = []
+        self._styles: dict[str, Style] = {}
+
+    def on_mount(self) -> None:
+        self.anchor()
+
+    # -- content -----------------------------------------------------------------------
+
+    @property
+    def tokens(self) -> list[tuple[str, str]]:
+        """Every (text, kind) appended, rejected drafts included."""
+        return self._tokens
+
+    @property
+    def show_rejected(self) -> bool:
+        return self._show_rejected
+
+    @show_rejected.setter
+    def show_rejected(self, show: bool) -> None:
+        if show != self._show_rejected:
+            self._show_rejected = show
+            self._rewrap()
+
+    def text(self, *, kinds: Iterable[str] | None = None) -> str:
+        """The text as shown (rejected drafts only while visible), optionally of some kinds."""
+        wanted = set(KINDS if kinds is None else kinds)
+        if not self._show_rejected:
+            wanted.discard("rejected")
+        return "".join(text for text, kind in self._tokens if kind in wanted)
+
+    def lines(self) -> list[str]:
+        """The wrapped lines as plain text."""
+        return ["".join(text for text, _ in line) for line in self._lines]
+
+    def append(self, tokens: Iterable[tuple[str, str]]) -> None:
+        """Add (text, kind) pieces at the end; only the affected lines are re-rendered."""
+        first_changed = len(self._lines) - 1
+        for text, kind in tokens:
+            text = printable(text)
+            self._tokens.append((text, kind))
+            if self._show_rejected or kind != "rejected":
+                self._place(text, kind)
+        self._changed_from(first_changed)
+
+    def clear(self) -> None:
+        self._tokens.clear()
+        self._rewrap()
+
+    # -- wrapping ----------------------------------------------------------------------
+
+    def _place(self, text: str, kind: str) -> None:
+        for i, part in enumerate(text.split("\n")):
+            if i:
+                self._new_line()
+            if part:
+                self._put(part, kind)
+
+    def _new_line(self) -> None:
+        self._lines.append([])
+        self._last_width = 0
+
+    def _put(self, part: str, kind: str) -> None:
+        width = self._wrap_width
+        cells = cell_len(part)
+        if width <= 0:  # not laid out yet: keep one long line, rewrapped on resize
+            self._lines[-1].append((part, kind))
+            self._last_width += cells
+            return
+        if self._last_width and self._last_width + cells > width:
+            self._new_line()  # tokens are word-sized: wrap before one that does not fit
+        while cells > width - self._last_width:
+            room = width - self._last_width
+            head, cut = "", 0
+            for ch in part:
+                if cell_len(head + ch) > room:
+                    break
+                head += ch
+                cut += 1
+            if not head:  # a wide character on a line with one cell left
+                self._new_line()
+                continue
+            self._lines[-1].append((head, kind))
+            self._new_line()
+            part = part[cut:]
+            cells = cell_len(part)
+        if part:
+            self._lines[-1].append((part, kind))
+            self._last_width += cells
+
+    def _rewrap(self) -> None:
+        self._lines = [[]]
+        self._last_width = 0
+        for text, kind in self._tokens:
+            if self._show_rejected or kind != "rejected":
+                self._place(text, kind)
+        self._changed_from(0)
+
+    def _changed_from(self, first: int) -> None:
+        del self._strips[first:]
+        height = len(self._lines)
+        scrolls = height > self.scrollable_content_region.height
+        if self.virtual_size.height != height:
+            self.virtual_size = Size(self._wrap_width, height)
+        if first == 0 or scrolls:  # rewrapped, or new lines move the view: repaint it all
+            self.refresh()
+            if self.is_anchored:
+                self.scroll_end(immediate=True, animate=False)
+        else:  # only the lines from ``first`` on changed
+            self.refresh_lines(first, height - first)
+
+    def on_resize(self) -> None:
+        width = self.scrollable_content_region.width
+        if width != self._wrap_width:
+            self._wrap_width = width
+            self._rewrap()
+
+    # -- rendering ---------------------------------------------------------------------
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._styles.clear()
+        self._strips.clear()
+
+    def _style(self, kind: str) -> Style:
+        style = self._styles.get(kind)
+        if style is None:
+            style = self.get_component_rich_style(f"token--{kind}", partial=True)
+            self._styles[kind] = style
+        return style
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        width = self.scrollable_content_region.width
+        base = self.rich_style
+        if index >= len(self._lines):
+            return Strip.blank(width, base)
+        if index >= len(self._strips):
+            self._strips.extend([None] * (index + 1 - len(self._strips)))
+        strip = self._strips[index]
+        if strip is None:
+            strip = Strip(
+                [Segment(text, base + self._style(kind)) for text, kind in self._lines[index]]
+            )
+            self._strips[index] = strip
+        return strip.crop_extend(scroll_x, scroll_x + width, base)
