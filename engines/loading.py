@@ -107,15 +107,18 @@ def vocabulary_mismatch(a: Any, b: Any) -> str | None:
     )
 
 
-def check_pair(target: str, draft: str, revision: str | None = None) -> None:
-    """Refuse a draft that does not share the target's tokenizer, before loading weights."""
+def check_pair(
+    target: str, draft: str, revision: str | None = None, role: str = "draft"
+) -> None:
+    """Refuse a ``role`` model (the draft, the MTP model) that does not share the target's
+    tokenizer, before loading weights."""
     reason = vocabulary_mismatch(
         load_tokenizer(resolve(target, revision)), load_tokenizer(resolve(draft))
     )
     if reason:
         raise ModelError(
-            f"the draft {draft} does not use the target {target}'s tokenizer: {reason}. "
-            "Pick a draft from the same model family (same tokenizer)."
+            f"the {role} model {draft} does not use the target {target}'s tokenizer: "
+            f"{reason}. Pick a {role} model from the same model family (same tokenizer)."
         )
 
 
@@ -151,6 +154,11 @@ class ModelStore:
             if key not in self._loaded:
                 self._loaded[key] = self._load(source, path, revision)
             return self._loaded[key]
+
+    def holds(self, path: Path, revision: str | None = None) -> bool:
+        """Whether the model in the resolved directory ``path`` is loaded already."""
+        with self._lock:
+            return (str(path.resolve()), revision) in self._loaded
 
     @staticmethod
     def _load(source: str, path: Path, revision: str | None) -> LoadedModel:

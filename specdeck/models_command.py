@@ -1,0 +1,77 @@
+"""``specdeck models``: the models specdeck can use, from the Hugging Face cache and the
+directories named, with what matters for speculation (size, quantisation, hybrid, MTP
+head, tokenizer) and which of them can draft for which. Reads files only: no network,
+no weights."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from engines.catalog import ModelInfo, find_models, suggest_drafts
+from engines.memory import gb
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("models", help="list usable models (Hugging Face cache and directories)")
+    p.add_argument("dirs", nargs="*", type=Path, metavar="DIR",
+                   help="a model directory, or a folder of them, to list too")
+    p.add_argument("--cache-dir", type=Path,
+                   help="Hugging Face cache to scan (default: the hub's own, HF_HUB_CACHE)")
+    p.add_argument("--no-cache", action="store_true", help="list only the directories named")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def _parameters(n: int | None) -> str:
+    if n is None:
+        return "no weights"
+    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
+        if n >= size:
+            return f"{n / size:.1f}{unit}"
+    return str(n)
+
+
+def _quant(m: ModelInfo) -> str:
+    if m.bits:
+        return f"{m.bits}-bit/{m.group_size}" if m.group_size else f"{m.bits}-bit"
+    return (m.dtype or "-").lower()
+
+
+def _table(models: list[ModelInfo]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title="specdeck models")
+    for column in ("model", "arch", "params", "quant", "disk", "hybrid", "MTP",
+                   "tokenizer", "drafts"):
+        table.add_column(column, justify="right" if column in ("params", "disk") else "left")
+    for m in models:
+        drafts = suggest_drafts(m, models)
+        table.add_row(
+            m.name, m.model_type, _parameters(m.parameters), _quant(m), gb(m.size_on_disk),
+            "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
+            f"{m.tokenizer} ({m.vocab_size})" if m.tokenizer else "?",
+            ", ".join(d.name for d in drafts[:3]),
+        )
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=200)
+    console.print(table)
+
+
+def run(args: argparse.Namespace) -> int:
+    import orjson
+
+    models = find_models(args.dirs, args.cache_dir, hub=not args.no_cache)
+    if args.json:
+        rows = [{**m.to_dict(), "drafts": [d.name for d in suggest_drafts(m, models)]}
+                for m in models]
+        sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    if not models:
+        print("specdeck: no models found (name a directory: specdeck models PATH)",
+              file=sys.stderr)
+        return 0
+    _table(models)
+    return 0

@@ -1,0 +1,188 @@
+"""Memory estimates: each term against what mlx allocates, the whole estimate within 25 %
+of the peak measured by real runs, and the headroom check's warning and refusal."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+
+import orjson
+import pytest
+
+from engines.catalog import describe_dir
+from engines.config import DecodeSettings
+from engines.errors import ModelError
+from engines.memory import (
+    KV_STEP, MemoryEstimate, check_headroom, estimate, estimate_comparison, free_memory,
+    weight_bytes,
+)
+from engines.demo import demo_models
+from specdeck.cli import main
+
+ROOT = Path(__file__).resolve().parent.parent
+PROMPT = "def add(a, b):\n    return a + b\n"
+
+
+def measured(tmp_path: Path, target: Path, draft: Path | None, strategies: str,
+             *extra: str) -> dict:
+    """A headless comparison in a fresh process (nothing else allocated in it): the
+    document with each strategy's estimate and measured peak."""
+    out = tmp_path / f"{target.name}-{strategies}.json"
+    args = ["compare", "--headless", "--no-save", "--json", str(out), "--target", str(target),
+            "--strategies", strategies, "--ignore-eos", "--prompt", PROMPT, *extra]
+    if draft:
+        args += ["--draft", str(draft)]
+    env = {**os.environ, "SPECDECK_NO_OPENBLAS": "1"}
+    result = subprocess.run([sys.executable, "-m", "specdeck", *args], capture_output=True,
+                            text=True, cwd=ROOT, env=env, timeout=300)
+    assert result.returncode == 0, result.stderr
+    return orjson.loads(out.read_bytes())
+
+
+def assert_within_25_percent(doc: dict) -> None:
+    for name, entry in doc["strategies"].items():
+        estimate_ = doc["config"]["memory_estimates"][name]["total"]
+        peak = entry["done"]["peak_memory_bytes"]
+        assert 0.75 * peak <= estimate_ <= 1.25 * peak, (name, estimate_, peak)
+
+
+# max_tokens 300 crosses a KV cache growth (256 positions), the costliest moment.
+@pytest.mark.parametrize("target, draft, strategies, extra", [
+    ("llama_target", "llama_draft", "plain,draft,ngram", ["-k", "3"]),
+    ("hybrid_target", "hybrid_draft", "plain,draft,ngram", []),
+    ("mtp_target", None, "plain,mtp", ["--depth", "2"]),
+])
+def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path, target, draft,
+                                                     strategies, extra) -> None:
+    doc = measured(tmp_path, tiny_family[target], draft and tiny_family[draft], strategies,
+                   "--max-tokens", "300", *extra)
+    assert_within_25_percent(doc)
+
+
+def test_estimate_within_25_percent_for_half_precision_and_quantized(tiny_family, tmp_path) -> None:
+    from mlx_lm import convert
+
+    from tiny_models import build_model
+
+    src = build_model(tmp_path / "f32", "llama", seed=15, tokenizer_dir=tiny_family["tokenizer"],
+                      hidden_size=64)
+    convert(str(src), mlx_path=str(tmp_path / "bf16"), dtype="bfloat16")
+    convert(str(src), mlx_path=str(tmp_path / "q4"), quantize=True, q_group_size=32, q_bits=4)
+    # Short of a cache growth: the weights' terms (cast, packed) are what is checked here.
+    for model in ("bf16", "q4"):
+        assert_within_25_percent(
+            measured(tmp_path, tmp_path / model, None, "plain,ngram", "--max-tokens", "200")
+        )
+
+
+@pytest.mark.skipif(demo_models() is None, reason="demo models not trained (scripts/train_demo.py)")
+def test_estimate_within_25_percent_on_the_demo_models(tmp_path) -> None:
+    demo = demo_models()
+    doc = measured(tmp_path, Path(demo.target), Path(demo.draft), "plain,draft,mtp,ngram",
+                   "--max-tokens", "300")
+    assert_within_25_percent(doc)
+
+
+def test_terms(tiny_family) -> None:
+    llama = describe_dir(tiny_family["llama_target"])
+    config = llama.text_config
+    per_position = 2 * config["num_key_value_heads"] * config["head_dim"] * 4
+    layers = config["num_hidden_layers"]
+    settings = DecodeSettings(max_tokens=100)
+    plain = estimate("plain", llama, settings, prompt_tokens=20)
+    # One 256-position step per layer while no growth happened.
+    assert plain.kv_cache == layers * KV_STEP * per_position
+    # Past it: two steps allocated, plus the fresh step being joined on.
+    longer = estimate("plain", llama, replace(settings, max_tokens=300), prompt_tokens=20)
+    assert longer.kv_cache == layers * 3 * KV_STEP * per_position
+    # A rotating window stops at its size.
+    window = estimate("plain", llama, replace(settings, max_tokens=2000, max_kv_size=256), 20)
+    assert window.kv_cache == layers * KV_STEP * per_position
+    assert plain.recurrent_state == plain.rollback_snapshot == 0
+    # Hybrids: speculation holds one more recurrent state; a hybrid draft one per step.
+    hybrid = describe_dir(tiny_family["hybrid_target"])
+    h_plain = estimate("plain", hybrid, settings, 20)
+    h_ngram = estimate("ngram", hybrid, settings, 20)
+    assert h_plain.recurrent_state > 0 and h_plain.rollback_snapshot == 0
+    assert h_ngram.rollback_snapshot == h_ngram.recurrent_state
+    draft = describe_dir(tiny_family["hybrid_draft"])
+    k2 = estimate("draft", hybrid, replace(settings, num_draft_tokens=2), 20, draft=draft)
+    k6 = estimate("draft", hybrid, replace(settings, num_draft_tokens=6), 20, draft=draft)
+    d_state = estimate("plain", draft, settings, 20).recurrent_state
+    assert k6.draft_cache - k2.draft_cache == 4 * d_state
+    # Half precision counts double on the CPU backend (cast to float32 there).
+    assert weight_bytes(llama, upcast=True) == llama.weight_bytes  # already float32
+    half = replace(llama, half_weight_bytes=llama.weight_bytes)
+    assert weight_bytes(half, upcast=True) == 2 * weight_bytes(half, upcast=False)
+
+
+def test_comparison_counts_every_loaded_model_once(tiny_family) -> None:
+    target = describe_dir(tiny_family["mtp_target"])
+    draft = describe_dir(tiny_family["hybrid_draft"])
+    out = estimate_comparison(["plain", "draft", "mtp"], target, DecodeSettings(), 10,
+                              draft=draft)
+    head = out["mtp"].mtp_head
+    assert head == target.mtp_parameters * 4 > 0
+    assert out["plain"].other_models == draft.weight_bytes + head
+    assert out["draft"].draft_weights == draft.weight_bytes
+    assert out["draft"].other_models == head
+    assert out["mtp"].other_models == draft.weight_bytes
+    for e in out.values():
+        loaded = e.weights + e.draft_weights + e.mtp_head + e.other_models
+        assert loaded == target.weight_bytes + draft.weight_bytes + head
+    # Half precision on the CPU: the cast to float32 happens when a strategy first uses
+    # the model, so models waiting for a later strategy count at their stored size.
+    half_target, half_draft = (replace(m, dtype="F16", half_weight_bytes=m.weight_bytes)
+                               for m in (target, draft))
+    out = estimate_comparison(["plain", "draft", "mtp"], half_target, DecodeSettings(), 10,
+                              draft=half_draft, upcast=True)
+    stored_head = target.mtp_parameters * 2
+    assert out["plain"].other_models == draft.weight_bytes + stored_head
+    assert out["draft"].draft_weights == 2 * draft.weight_bytes
+    assert out["draft"].other_models == stored_head
+    assert out["mtp"].mtp_head == 2 * stored_head
+    assert out["mtp"].other_models == 2 * draft.weight_bytes
+
+
+def _estimate(total: int) -> MemoryEstimate:
+    return MemoryEstimate("draft", total, 0, 0, 0, 0, 0, 0, 0, 0)
+
+
+def test_headroom_check() -> None:
+    assert check_headroom([_estimate(10**9)], free=4 * 10**9) is None
+    warning = check_headroom([_estimate(5 * 10**9), _estimate(10**9)], free=4 * 10**9)
+    assert warning and "draft needs about 5.0 GB" in warning and "4.0 GB is free" in warning
+    with pytest.raises(ModelError, match="--strict"):
+        check_headroom([_estimate(5 * 10**9)], strict=True, free=4 * 10**9)
+    # Weights already loaded need no more room.
+    assert check_headroom([_estimate(5 * 10**9)], already_loaded=2 * 10**9, free=4 * 10**9) is None
+
+
+def test_free_memory_is_read() -> None:
+    free = free_memory()
+    assert free is not None and 0 < free
+
+
+def test_too_large_for_memory_refused_under_strict(tiny_family, monkeypatch, capsys) -> None:
+    import engines.memory
+
+    monkeypatch.setattr(engines.memory, "free_memory", lambda: 100_000)
+    args = ["compare", "--headless", "--no-save", "--target", str(tiny_family["llama_target"]),
+            "--draft", str(tiny_family["llama_draft"]), "--prompt", PROMPT, "--max-tokens", "8"]
+    assert main([*args, "--strict"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("specdeck: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err
+    assert "100.0 KB is free" in errors[0] and "--strict" in errors[0]
+    assert "loading" not in err  # refused before any weights were read
+    sweep = ["sweep", "--target", str(tiny_family["llama_target"]), "--draft",
+             str(tiny_family["llama_draft"]), "--prompt", PROMPT, "--strict"]
+    assert main(sweep) == 2
+    assert "specdeck: error: draft needs about" in capsys.readouterr().err
+    # Without --strict it warns and runs.
+    assert main(args) == 0
+    err = capsys.readouterr().err
+    assert "specdeck: warning: draft needs about" in err
