@@ -22,6 +22,8 @@ class Stats:
     prompt_tokens: int
     generated_tokens: int
     rounds: int
+    #: Rounds that proposed at least one draft.
+    drafting_rounds: int
     proposed: int
     accepted: int
     #: accepted / proposed; None when nothing was drafted.
@@ -64,6 +66,27 @@ def expected_tokens_per_round(acceptance: float, drafts: float) -> float:
 def predicted_speedup(acceptance: float, drafts: float, cost_ratio: float) -> float:
     """Speedup over plain decoding: tokens per round over the round's cost in target passes."""
     return expected_tokens_per_round(acceptance, drafts) / (drafts * cost_ratio + 1.0)
+
+
+def median(values: list[float]) -> float:
+    """The middle value (mean of the two middle ones for an even count)."""
+    if not values:
+        raise ValueError("median of no values")
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def robust_cv(values: list[float]) -> float:
+    """Coefficient of variation from the median absolute deviation.
+
+    ``1.4826 * MAD / median``: equals the usual CV for normal data, but one slow outlier
+    among five repetitions (a background task) barely moves it.
+    """
+    centre = median(values)
+    if centre == 0:
+        return 0.0
+    return 1.4826 * median([abs(v - centre) for v in values]) / abs(centre)
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -113,6 +136,7 @@ def compute_stats(events: Iterable[Event]) -> Stats:
         prompt_tokens=prefill.prompt_tokens if prefill else 0,
         generated_tokens=generated,
         rounds=len(rounds),
+        drafting_rounds=len(drafting),
         proposed=proposed,
         accepted=accepted,
         acceptance_rate=acceptance,

@@ -31,7 +31,7 @@ def events():
 def test_counts_rates_and_positions() -> None:
     s = compute_stats(events())
     assert (s.prompt_tokens, s.generated_tokens, s.rounds) == (10, 8, 4)
-    assert (s.proposed, s.accepted) == (8, 4)
+    assert (s.proposed, s.accepted, s.drafting_rounds) == (8, 4, 3)
     assert s.acceptance_rate == pytest.approx(0.5)
     assert s.mean_accepted == pytest.approx(4 / 3)  # drafting rounds only
     assert s.tokens_per_round == pytest.approx(2.0)

@@ -1,0 +1,94 @@
+"""The sweep chart: speedup over plain decoding against drafts per round, as an SVG.
+
+Plain SVG text, no plotting library: it opens in any browser, a README or a post. The x
+axis is logarithmic (k = 1, 2, 4, 8, 16 evenly spaced); the dashed line at 1.0 is
+break-even with plain decoding.
+"""
+
+from __future__ import annotations
+
+import math
+from html import escape
+
+WIDTH, HEIGHT = 720, 420
+LEFT, RIGHT, TOP, BOTTOM = 64, 200, 40, 56
+#: Colour-blind-safe palette (Okabe-Ito), plus a dash pattern per series.
+COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
+DASHES = ["", "6 3", "2 3", "8 3 2 3"]
+
+
+def series_of(cells: list[dict]) -> dict[str, list[tuple[int, float]]]:
+    """(drafts per round, speedup) points per prompt, strategy and temperature."""
+    series: dict[str, list[tuple[int, float]]] = {}
+    for cell in cells:
+        x = cell["depth"] if cell["strategy"] == "mtp" else cell["k"]
+        if cell["strategy"] == "plain" or x is None or cell["speedup"] is None:
+            continue
+        if cell.get("correct") is False:
+            continue
+        name = cell["strategy"] + (f" n={cell['n']}" if cell["strategy"] == "ngram" else "")
+        key = f"{cell['prompt']}: {name}" + (
+            f" @{cell['temperature']:g}" if cell["temperature"] else ""
+        )
+        series.setdefault(key, []).append((x, cell["speedup"]))
+    return {k: sorted(v) for k, v in series.items()}
+
+
+def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decoding") -> str:
+    series = series_of(cells)
+    xs = sorted({x for pts in series.values() for x, _ in pts}) or [1, 2]
+    ys = [y for pts in series.values() for _, y in pts] + [1.0]
+    y_lo = min(0.0, math.floor(min(ys) * 4) / 4)
+    y_hi = max(1.25, math.ceil(max(ys) * 4) / 4)
+    x_lo, x_hi = math.log2(xs[0]), max(math.log2(xs[-1]), math.log2(xs[0]) + 1)
+    plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+
+    def px(x: float) -> float:
+        return LEFT + (math.log2(x) - x_lo) / (x_hi - x_lo) * plot_w
+
+    def py(y: float) -> float:
+        return TOP + (y_hi - y) / (y_hi - y_lo) * plot_h
+
+    out = [
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
+        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<text x="{LEFT}" y="24" font-size="15" font-weight="bold">{escape(title)}</text>',
+        f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="#444"/>',
+        f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="#444"/>',
+    ]
+    for x in xs:
+        out.append(f'<text x="{px(x):.1f}" y="{TOP + plot_h + 18}" text-anchor="middle">{x}</text>')
+    steps = int(round((y_hi - y_lo) / 0.25))
+    for i in range(steps + 1):
+        y = y_lo + i * 0.25
+        out.append(f'<line x1="{LEFT}" y1="{py(y):.1f}" x2="{LEFT + plot_w}" y2="{py(y):.1f}" stroke="#eee"/>')
+        out.append(f'<text x="{LEFT - 8}" y="{py(y) + 4:.1f}" text-anchor="end">{y:.2f}</text>')
+    out.append(
+        f'<line x1="{LEFT}" y1="{py(1.0):.1f}" x2="{LEFT + plot_w}" y2="{py(1.0):.1f}" '
+        'stroke="#000" stroke-dasharray="5 4"/>'
+    )
+    out.append(f'<text x="{LEFT + plot_w - 4}" y="{py(1.0) - 5:.1f}" text-anchor="end">break-even</text>')
+    out.append(
+        f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 14}" text-anchor="middle">'
+        "drafts per round (k, MTP depth)</text>"
+    )
+    out.append(
+        f'<text transform="translate(18 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">'
+        "speedup (x plain)</text>"
+    )
+    for i, (name, pts) in enumerate(series.items()):
+        colour, dash = COLOURS[i % len(COLOURS)], DASHES[(i // len(COLOURS)) % len(DASHES)]
+        path = " ".join(f"{px(x):.1f},{py(y):.1f}" for x, y in pts)
+        dash_attr = f' stroke-dasharray="{dash}"' if dash else ""
+        out.append(f'<polyline points="{path}" fill="none" stroke="{colour}" stroke-width="2"{dash_attr}/>')
+        for x, y in pts:
+            out.append(f'<circle cx="{px(x):.1f}" cy="{py(y):.1f}" r="3" fill="{colour}"/>')
+        ly = TOP + 10 + i * 18
+        out.append(
+            f'<line x1="{WIDTH - RIGHT + 16}" y1="{ly}" x2="{WIDTH - RIGHT + 40}" y2="{ly}" '
+            f'stroke="{colour}" stroke-width="2"{dash_attr}/>'
+        )
+        out.append(f'<text x="{WIDTH - RIGHT + 46}" y="{ly + 4}">{escape(name)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)

@@ -1,0 +1,144 @@
+"""Sweeps: robust statistics on known timings, cell summaries by hand, and a real sweep on
+the tiny models writing valid JSON and a chart."""
+
+from __future__ import annotations
+
+import xml.etree.ElementTree as ET
+
+import orjson
+import pytest
+
+import engines.sweep
+from engines.events import Done, Prefill, Round
+from engines.stats import compute_stats, median, robust_cv
+from engines.sweep import CellSpec, read_prompt_set, recommendations, summarise_cell
+from specdeck.chart import series_of, speedup_chart_svg
+from specdeck.cli import main
+
+
+def test_median_and_robust_cv_known_answers() -> None:
+    assert median([3.0, 1.0, 2.0]) == 2.0
+    assert median([4.0, 1.0, 3.0, 2.0]) == 2.5
+    # median 101; deviations 1, 0, 2, 1, 49 -> MAD 1: the outlier barely counts
+    assert robust_cv([100, 101, 99, 102, 150]) == pytest.approx(1.4826 / 101)
+    assert robust_cv([5.0, 5.0, 5.0]) == 0.0
+    with pytest.raises(ValueError):
+        median([])
+
+
+def run_events(tokens_per_round: list[tuple[list[int], int]], seconds: float, peak: int):
+    """A run whose rounds draft ``drafted`` and accept ``accepted``; evenly spaced in time."""
+    events = [Prefill(4, 0.1, 0.1)]
+    n = len(tokens_per_round)
+    for i, (drafted, accepted) in enumerate(tokens_per_round):
+        tokens = drafted[:accepted] + [7]
+        events.append(Round(
+            index=i, drafted=drafted, accepted=accepted, tokens=tokens,
+            end="correction" if accepted < len(drafted) else ("bonus" if drafted else "target"),
+            pieces=[""] * len(tokens), rejected_pieces=[""] * (len(drafted) - accepted),
+            draft_seconds=0.01 * len(drafted), verify_seconds=seconds / n - 0.01 * len(drafted),
+            t=0.1 + seconds * (i + 1) / n,
+        ))
+    events.append(Done("length", sum(a + 1 for _, a in tokens_per_round), 0.1 + seconds, peak))
+    return compute_stats(events)
+
+
+def test_summarise_cell_by_hand() -> None:
+    spec_plain = CellSpec("code", "plain", 0.0)
+    plain_runs = [run_events([([], 0)] * 10, s, 1000) for s in (1.0, 1.0, 1.25)]
+    plain = summarise_cell(spec_plain, "code", plain_runs, None, True, 0.05)
+    assert plain.median_tokens_per_s == pytest.approx(10.0)
+    assert plain.speedup == 1.0 and plain.why == "baseline"
+
+    spec = CellSpec("code", "draft", 0.0, k=2)
+    # 5 rounds: accepted 2,2,1,0,2 of 2 -> 7/10 accepted, 12 tokens
+    rounds = [([1, 2], 2), ([1, 2], 2), ([1, 2], 1), ([1, 2], 0), ([1, 2], 2)]
+    runs = [run_events(rounds, s, 1500) for s in (0.8, 0.8, 0.8)]
+    cell = summarise_cell(spec, "code", runs, plain, True, 0.05)
+    assert cell.acceptance_rate == pytest.approx(0.7)
+    assert cell.mean_accepted == pytest.approx(1.4)
+    assert cell.tokens_per_round == pytest.approx(12 / 5)
+    assert cell.median_tokens_per_s == pytest.approx(12 / 0.8)
+    assert cell.speedup == pytest.approx(1.5)
+    assert cell.cv == 0.0 and not cell.noisy
+    assert cell.acceptance_by_position == pytest.approx([4 / 5, 3 / 5])
+    assert cell.expected_tokens_per_round == pytest.approx((1 - 0.7**3) / 0.3)
+    assert cell.memory_over_plain_bytes == 500
+    assert "70% accepted" in cell.why and "measured 1.50x" in cell.why
+
+
+def test_noisy_flag_and_recommendations() -> None:
+    spec_plain = CellSpec("prose", "plain", 0.0)
+    plain = summarise_cell(spec_plain, "prose", [run_events([([], 0)] * 10, 1.0, 1)] * 3, None, True, 0.05)
+    slow = [run_events([([1, 2, 3, 4], 0)] * 10, s, 1) for s in (2.0, 3.0, 2.1)]
+    cell = summarise_cell(CellSpec("prose", "draft", 0.0, k=4), "prose", slow, plain, True, 0.05)
+    assert cell.noisy and cell.speedup < 1
+    lines = recommendations([plain, cell])
+    assert any("never beat plain" in line and "prose" in line for line in lines)
+    bad = summarise_cell(CellSpec("prose", "draft", 0.0, k=2), "prose", slow, plain, False, 0.05)
+    assert bad.why.startswith("output differs")
+    assert any("differs from plain" in line for line in recommendations([plain, bad]))
+
+
+def test_prompt_sets(tmp_path) -> None:
+    jsonl = tmp_path / "work.jsonl"
+    jsonl.write_text('{"prompt": "a b c", "kind": "chat"}\n\n{"prompt": "d", "name": "x"}\n')
+    prompts = read_prompt_set(str(jsonl))
+    assert [(p.name, p.text, p.kind) for p in prompts] == [("p1", "a b c", "chat"), ("x", "d", "")]
+    jsonl.write_text('{"text": 1}\n')
+    with pytest.raises(ValueError, match="line 1"):
+        read_prompt_set(str(jsonl))
+    assert read_prompt_set("just text")[0].text == "just text"
+    folder_prompts = read_prompt_set(str(engines.sweep.Path(__file__).parent.parent / "prompts"))
+    assert {"code", "prose"} <= {p.name for p in folder_prompts}
+
+
+def test_sweep_on_tiny_models_writes_json_and_chart(tiny_family, tmp_path, capsys) -> None:
+    out = tmp_path / "sweep.json"
+    code = main([
+        "sweep", "--target", str(tiny_family["llama_target"]),
+        "--draft", str(tiny_family["llama_draft"]), "--strategies", "draft,ngram",
+        "-k", "1,2,4", "--reps", "1", "--warmup", "0", "--max-tokens", "12",
+        "--prompt", "def add(a, b):\n    return a + b\n\ndef sub(a, b):\n    return",
+        "--json", str(out),
+    ])
+    assert code == 0, capsys.readouterr().err
+    doc = orjson.loads(out.read_bytes())
+    assert doc["kind"] == "sweep" and doc["partial"] is False
+    labels = [c["label"] for c in doc["cells"]]
+    assert labels == ["plain", "draft k=1", "draft k=2", "draft k=4",
+                      "ngram n=3 k=1", "ngram n=3 k=2", "ngram n=3 k=4"]
+    for cell in doc["cells"]:
+        assert cell["correct"] is True
+        for key in ("speedup", "cv", "acceptance_rate", "median_tokens_per_s", "why"):
+            assert key in cell
+    assert doc["recommendations"]
+    svg = ET.fromstring(out.with_suffix(".svg").read_text())
+    assert svg.tag.endswith("svg")
+    text = out.with_suffix(".svg").read_text()
+    assert "break-even" in text and "draft" in text and "ngram n=3" in text
+    assert "specdeck sweep" in capsys.readouterr().out
+
+
+def test_sweep_reports_a_mismatch_as_a_correctness_failure(tiny_family, tmp_path, monkeypatch, capsys) -> None:
+    real = engines.sweep.run_strategy
+
+    def corrupt(name, models, ids, settings, *args, **kwargs):
+        for event in real(name, models, ids, settings, *args, **kwargs):
+            if name == "draft" and isinstance(event, Round) and event.index == 2:
+                event.tokens = [t + 1 for t in event.tokens]
+            yield event
+
+    monkeypatch.setattr(engines.sweep, "run_strategy", corrupt)
+    out = tmp_path / "sweep.json"
+    code = main([
+        "sweep", "--target", str(tiny_family["llama_target"]),
+        "--draft", str(tiny_family["llama_draft"]), "-k", "2", "--reps", "1",
+        "--warmup", "0", "--max-tokens", "10", "--prompt", "def f(x):", "--json", str(out),
+    ])
+    assert code == 1
+    cells = orjson.loads(out.read_bytes())["cells"]
+    assert [c["correct"] for c in cells] == [True, False]
+    assert cells[1]["why"].startswith("output differs")
+    assert series_of(cells) == {}  # a failed cell is not plotted
+    assert "polyline" not in speedup_chart_svg(cells)
