@@ -1,0 +1,54 @@
+"""The built-in demo family: the models specdeck uses when none is named.
+
+``scripts/train_demo.py`` trains them from the Python standard library's sources and
+writes them under ``models/demo/`` in the repository, so the playground, ``compare`` and
+``sweep`` work offline on any machine. The target is a hybrid Qwen3.5-style model that
+carries its own MTP head (``target/optiq/mtp.safetensors``); the draft shares its
+tokenizer. No mlx here: front ends call this to fill in defaults before loading.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import NamedTuple
+
+from engines.errors import ModelError
+
+#: Where ``scripts/train_demo.py`` writes the family.
+DEMO_DIR = Path(__file__).resolve().parent.parent / "models" / "demo"
+
+
+class DemoModels(NamedTuple):
+    """Directories of the demo target (with its MTP head) and its draft."""
+
+    target: str
+    draft: str
+
+
+def demo_models(root: Path = DEMO_DIR) -> DemoModels | None:
+    """The demo family's directories, or None when it is not there."""
+    target, draft = root / "target", root / "draft"
+    if (target / "config.json").is_file() and (draft / "config.json").is_file():
+        return DemoModels(str(target), str(draft))
+    return None
+
+
+def require_demo_models(root: Path = DEMO_DIR) -> DemoModels:
+    """The demo family, or a ModelError that says how to get it or name other models."""
+    found = demo_models(root)
+    if found is None:
+        raise ModelError(
+            f"no model named and no demo models in {root} (python scripts/train_demo.py "
+            "makes them); name your own with --target PATH (and --draft PATH)"
+        )
+    return found
+
+
+def default_models(target: str | None, draft: str | None) -> tuple[str, str | None]:
+    """The (target, draft) a command runs: the demo family when no target is named (with
+    the demo draft unless one is named); a named target keeps only the draft named with
+    it, since the demo draft would not share its tokenizer."""
+    if target:
+        return target, draft
+    demo = require_demo_models()
+    return demo.target, draft or demo.draft

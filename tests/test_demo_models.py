@@ -1,0 +1,113 @@
+"""The shipped demo family (models/demo/): it loads, round-trips text, drafts losslessly,
+and still accepts what its model card says it does."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from engines.compare import CompareRequest, encode_prompt, load_models
+from engines.config import DecodeSettings
+from engines.demo import DEMO_DIR, default_models, demo_models, require_demo_models
+from engines.errors import ModelError
+from engines.events import Trace
+from engines.loading import ModelStore
+from engines.stats import compute_stats
+from engines.strategies import run_strategy
+from prompts import get_prompt
+
+#: Acceptance may move a little across BLAS libraries and CPUs (float32 sums in another
+#: order can flip a near-tie argmax); more than this means the weights or engine changed.
+TOLERANCE = 0.08
+MAX_BYTES = 32_000_000
+
+
+@pytest.fixture(scope="module")
+def card() -> dict:
+    assert demo_models() is not None, f"the demo family is missing from {DEMO_DIR}"
+    return json.loads((DEMO_DIR / "card.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def models(card):
+    demo = require_demo_models()
+    request = CompareRequest(
+        target=demo.target, draft=demo.draft, strategies=["plain", "draft", "mtp"],
+        prompt="-",
+    )
+    return load_models(request, ModelStore())
+
+
+def test_defaults_fall_back_to_the_demo_family_only_without_a_target():
+    demo = require_demo_models()
+    assert default_models(None, None) == (demo.target, demo.draft)
+    assert default_models(None, "my/draft") == (demo.target, "my/draft")
+    assert default_models("my/target", None) == ("my/target", None)
+
+
+def test_compare_without_a_model_runs_the_demo_family(tmp_path: Path, capsys):
+    from specdeck.cli import main
+
+    out = tmp_path / "run.json"
+    code = main(["compare", "--headless", "--no-save", "--strategies", "plain,draft",
+                 "--prompt", "def f(x):", "--max-tokens", "4", "--warmup-tokens", "0",
+                 "--json", str(out)])
+    assert code == 0, capsys.readouterr().err
+    config = json.loads(out.read_text())["config"]
+    demo = require_demo_models()
+    assert (config["target"]["path"], config["draft"]["path"]) == (demo.target, demo.draft)
+
+
+def test_a_missing_family_is_a_user_error(tmp_path: Path):
+    assert demo_models(tmp_path) is None
+    with pytest.raises(ModelError, match="train_demo.py"):
+        require_demo_models(tmp_path)
+
+
+def test_shipped_files_fit_the_budget_and_are_half_precision(card):
+    files = [p for p in DEMO_DIR.rglob("*") if p.is_file()]
+    assert sum(p.stat().st_size for p in files) <= MAX_BYTES
+    head = DEMO_DIR / "target" / "optiq" / "mtp.safetensors"
+    assert head.is_file()
+    import mlx.core as mx
+
+    for path in (DEMO_DIR / "target" / "model.safetensors", head,
+                 DEMO_DIR / "draft" / "model.safetensors"):
+        assert {v.dtype for v in mx.load(str(path)).values()} == {mx.float16}
+
+
+def test_tokenizer_round_trips_and_is_shared(models):
+    sample = 'def mean(values: list[float]) -> float:\n    """Ünïcode ✓ tabs\tand  spaces"""\n'
+    for loaded in (models.target, models.draft):
+        tok = loaded.tokenizer
+        assert tok.decode(tok.encode(sample)) == sample
+    assert models.target.tokenizer.encode(sample) == models.draft.tokenizer.encode(sample)
+
+
+def _trace(name: str, models, prompt: str, settings: DecodeSettings) -> Trace:
+    ids = encode_prompt(models.target.tokenizer, get_prompt(prompt).text)
+    trace = Trace(name, list(run_strategy(name, models, ids, settings)))
+    assert trace.done is not None and trace.done.reason != "error", trace.done
+    return trace
+
+
+@pytest.mark.parametrize("prompt", ["code", "prose"])
+def test_acceptance_matches_the_card_and_output_equals_plain(models, card, prompt):
+    measured = card["measurements"]
+    base = DecodeSettings(max_tokens=measured["max_tokens"], stop_at_eos=False)
+    plain = _trace("plain", models, prompt, base)
+    assert len(plain.tokens) == measured["max_tokens"]
+    for name, settings, label in (
+        ("draft", DecodeSettings(max_tokens=base.max_tokens, stop_at_eos=False,
+                                 num_draft_tokens=2), "draft k=2"),
+        ("mtp", DecodeSettings(max_tokens=base.max_tokens, stop_at_eos=False, mtp_depth=1),
+         "mtp depth=1"),
+    ):
+        trace = _trace(name, models, prompt, settings)
+        assert trace.tokens == plain.tokens, f"{name} differs from plain decoding"
+        expected = next(c for c in measured["cells"]
+                        if c["prompt"] == prompt and c["label"] == label)["acceptance_rate"]
+        rate = compute_stats(trace.events).acceptance_rate
+        assert rate == pytest.approx(expected, abs=TOLERANCE), (name, prompt)
