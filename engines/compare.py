@@ -15,7 +15,12 @@ from engines.config import STRATEGIES, DecodeSettings
 from engines.errors import SettingsError
 from engines.decoding import Clock
 from engines.events import Event, Trace
-from engines.loading import ModelStore, check_pair
+from engines.catalog import ModelInfo, describe_dir
+from engines.loading import ModelStore, check_pair, load_tokenizer, resolve
+from engines.memory import (
+    MemoryEstimate, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
+)
+from engines.mtp import load_mtp
 from engines.strategies import Models, run_strategy
 
 #: Strategies that need a draft model.
@@ -31,10 +36,14 @@ class CompareRequest:
     prompt: str
     settings: DecodeSettings = field(default_factory=DecodeSettings)
     draft: str | None = None
+    #: The model whose MTP head drafts for the mtp strategy; None: the target itself.
+    mtp_model: str | None = None
     revision: str | None = None
     #: Apply the tokenizer's chat template: True, False, or None for "if it has one".
     chat: bool | None = None
     warmup_tokens: int = 8
+    #: Refuse to load when the memory estimate does not fit in free memory (else warn).
+    strict_memory: bool = False
 
     def validate(self) -> None:
         self.settings.validate()
@@ -81,16 +90,79 @@ def load_models(
 ) -> Models:
     """Load what the request needs, each model once, refusing mismatched pairs early."""
     needs_draft = bool(NEEDS_DRAFT & set(request.strategies))
+    needs_mtp = "mtp" in request.strategies
     if needs_draft and request.draft:
         progress(f"checking that {request.draft} shares {request.target}'s tokenizer")
         check_pair(request.target, request.draft, request.revision)
+    if needs_mtp and request.mtp_model:
+        progress(f"checking that {request.mtp_model} shares {request.target}'s tokenizer")
+        check_pair(request.target, request.mtp_model, request.revision, role="MTP")
+    check_memory(request, store, progress)
     progress(f"loading {request.target}")
     target = store.get(request.target, request.revision)
+    mtp = None
+    if needs_mtp:
+        if request.mtp_model:
+            progress(f"loading {request.mtp_model}")
+            mtp_source = store.get(request.mtp_model)
+        else:
+            mtp_source = target
+        progress(f"loading the MTP head of {mtp_source.name}")
+        mtp = load_mtp(mtp_source)
     draft = None
     if needs_draft and request.draft:
         progress(f"loading {request.draft}")
         draft = store.get(request.draft)
-    return Models(target=target, draft=draft)
+    return Models(target=target, draft=draft, mtp=mtp)
+
+
+def _described(request: CompareRequest) -> tuple[ModelInfo, ModelInfo | None, ModelInfo | None]:
+    """The target, draft and MTP model the request uses, described from their files."""
+    target = describe_dir(resolve(request.target, request.revision), name=request.target)
+    draft = mtp = None
+    if NEEDS_DRAFT & set(request.strategies) and request.draft:
+        draft = describe_dir(resolve(request.draft), name=request.draft)
+    if "mtp" in request.strategies:
+        mtp = describe_dir(resolve(request.mtp_model), name=request.mtp_model) \
+            if request.mtp_model else target
+    return target, draft, mtp
+
+
+def estimate_memory(
+    request: CompareRequest, prompt_tokens: int,
+    described: tuple[ModelInfo, ModelInfo | None, ModelInfo | None] | None = None,
+) -> dict[str, MemoryEstimate] | None:
+    """Each strategy's peak memory, from the model files alone; None while a model's
+    weights are not on disk (a hub id fetched only for its config and tokenizer)."""
+    target, draft, mtp = described or _described(request)
+    if not all(m.weights_present for m in (target, draft, mtp) if m is not None):
+        return None
+    return estimate_comparison(
+        request.strategies, target, request.settings, prompt_tokens,
+        draft=draft, mtp=mtp, upcast=cpu_backend(),
+    )
+
+
+def check_memory(
+    request: CompareRequest, store: ModelStore, progress: Callable[[str], None]
+) -> None:
+    """Before loading: warn through ``progress`` when the largest estimate does not fit
+    in free memory, or refuse (ModelError) under ``request.strict_memory``."""
+    tokenizer = load_tokenizer(resolve(request.target, request.revision))
+    prompt = len(encode_prompt(tokenizer, request.prompt, request.chat))
+    described = _described(request)
+    estimates = estimate_memory(request, prompt, described)
+    if estimates is None:
+        progress("memory not estimated: a model's weights are not downloaded yet")
+        return
+    upcast = cpu_backend()
+    resident = sum(
+        weight_bytes(m, upcast) for m in {m.path: m for m in described if m}.values()
+        if store.holds(m.path, request.revision if m.name == request.target else None)
+    )
+    warning = check_headroom(list(estimates.values()), resident, request.strict_memory)
+    if warning:
+        progress(f"warning: {warning}")
 
 
 @dataclass
@@ -99,6 +171,8 @@ class CompareResult:
     prompt_tokens: list[int]
     models: Models
     traces: dict[str, Trace]
+    #: Each strategy's estimated peak memory (None when it could not be estimated).
+    memory_estimates: dict[str, MemoryEstimate] | None = None
 
 
 def run_compare(
@@ -114,6 +188,7 @@ def run_compare(
     request.validate()
     models = load_models(request, store or ModelStore(), progress)
     prompt = encode_prompt(models.target.tokenizer, request.prompt, request.chat)
+    estimates = estimate_memory(request, len(prompt))
     traces: dict[str, Trace] = {}
     for name in request.strategies:
         if cancelled():
@@ -123,10 +198,12 @@ def run_compare(
             warm = replace(request.settings, max_tokens=request.warmup_tokens)
             for _ in run_strategy(name, models, prompt, warm, clock, cancelled):
                 pass
+            if cancelled():  # stopped during the warm-up: nothing of this one was measured
+                break
         progress(f"running {name}")
         trace = Trace(name)
         for event in run_strategy(name, models, prompt, request.settings, clock, cancelled):
             trace.events.append(event)
             on_event(name, event)
         traces[name] = trace
-    return CompareResult(request, prompt, models, traces)
+    return CompareResult(request, prompt, models, traces, estimates)

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
+import threading
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
-from engines.config import MAX_DRAFT_TOKENS, DecodeSettings, Sampling
+from engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
 from engines.errors import ModelError, SettingsError
+from specdeck import models_command, session_commands, sweep_command
+from specdeck.diff import DiffError
+from specdeck.session import SessionError
 
 EXIT_USAGE = 2
 EXIT_RUN_FAILED = 1
+#: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
+EXIT_INTERRUPTED = 130
 
 
 class UserError(Exception):
@@ -38,16 +47,28 @@ def read_prompt(value: str) -> str:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--target", required=True, help="target model: a directory or a Hugging Face id")
-    p.add_argument("--draft", help="draft model for the draft strategy (same tokenizer)")
+    p.add_argument("--target", help="target model: a directory or a Hugging Face id "
+                   "(default: the built-in demo target)")
+    p.add_argument("--draft", help="draft model for the draft strategy (same tokenizer; "
+                   "default with the demo target: the demo draft)")
+    p.add_argument("--mtp-model",
+                   help="model whose own MTP head drafts for the mtp strategy "
+                   "(default: the target)")
     p.add_argument("--revision", help="revision of the target on the Hugging Face hub")
     p.add_argument(
         "--strategies", default="plain,draft",
-        help="comma-separated, run in this order (plain, draft)",
+        help="comma-separated, run in this order (plain, draft, mtp, ngram)",
     )
     p.add_argument("--prompt", required=True, help="prompt text, or a file holding it")
     p.add_argument("-k", "--num-draft-tokens", type=int, default=2,
                    help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default 2)")
+    p.add_argument("--depth", type=int, default=1,
+                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH} (default 1)")
+    p.add_argument("--ngram", type=int, default=3,
+                   help="prompt lookup: tokens to match (default 3)")
+    p.add_argument("--ngram-k", type=int, default=4,
+                   help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS} "
+                   "(default 4)")
     p.add_argument("--max-tokens", type=int, default=256)
     p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 is greedy")
     p.add_argument("--top-p", type=float, default=1.0)
@@ -60,6 +81,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup-tokens", type=int, default=8,
                    help="tokens of the untimed warm-up run per strategy (0: none)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse to run when the memory estimate exceeds free memory "
+                   "(default: warn)")
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap the prompt in the chat template")
@@ -78,6 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run_options(compare)
     compare.add_argument("--headless", action="store_true", help="no app: print a summary")
     compare.add_argument("--json", type=Path, help="write the result as JSON here")
+    compare.add_argument("--sessions-dir", type=Path, default=None, metavar="DIR",
+                         help="save every run here (default: $SPECDECK_SESSIONS_DIR, "
+                         "else sessions/)")
+    compare.add_argument("--no-save", action="store_true", help="do not save the session")
+    sweep_command.add_parser(sub)
+    session_commands.add_parsers(sub)
+    models_command.add_parser(sub)
     return parser
 
 
@@ -89,6 +120,9 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
             min_p=args.min_p, seed=args.seed,
         ),
         num_draft_tokens=args.num_draft_tokens,
+        mtp_depth=args.depth,
+        ngram_n=args.ngram,
+        ngram_k=args.ngram_k,
         alternatives=args.alternatives,
         stop_at_eos=not args.ignore_eos,
         max_kv_size=args.max_kv_size,
@@ -111,35 +145,51 @@ def _config(result) -> dict:
         "strategies": request.strategies,
         "target": model(result.models.target),
         "draft": model(result.models.draft),
+        "mtp_model": model(result.models.mtp.model if result.models.mtp else None),
         "settings": request.settings.to_dict(),
         "warmup_tokens": request.warmup_tokens,
+        "memory_estimates": {
+            name: estimate.to_dict() for name, estimate in (result.memory_estimates or {}).items()
+        },
     }
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from engines.compare import CompareRequest, run_compare
+    from engines.demo import default_models
     from engines.machine import describe_machine
     from specdeck.session import build_document, save_document
+    from specdeck.session_store import autosave
 
-    if not args.headless:
-        raise UserError("the playground is not available yet: add --headless")
+    target, draft = default_models(args.target, args.draft)
     request = CompareRequest(
-        target=args.target,
-        draft=args.draft,
+        target=target,
+        draft=draft,
+        mtp_model=args.mtp_model,
         revision=args.revision,
         strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
         prompt=read_prompt(args.prompt),
         settings=settings_from(args),
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
+        strict_memory=args.strict,
     )
     request.validate()
+    if not args.headless:
+        return open_playground(request)
 
     def progress(message: str) -> None:
         print(f"specdeck: {message}", file=sys.stderr, flush=True)
 
-    result = run_compare(request, progress=progress)
+    with first_interrupt_cancels() as stop:
+        result = run_compare(request, progress=progress, cancelled=stop.is_set)
+    if stop.is_set() and not result.traces:
+        progress("interrupted before any strategy ran: nothing to save")
+        return EXIT_INTERRUPTED
     document = build_document(_config(result), describe_machine(), result.traces)
+    if not args.no_save:
+        saved = autosave(document, args.sessions_dir)
+        progress(f"saved {saved}" + (" (partial)" if document["partial"] else ""))
     if args.json:
         save_document(args.json, document)
         progress(f"wrote {args.json}")
@@ -158,23 +208,77 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if done.get("reason") == "error":
             failed = True
             print(f"specdeck: {name} failed: {done.get('error')}", file=sys.stderr)
+    if stop.is_set():
+        return EXIT_INTERRUPTED
     return EXIT_RUN_FAILED if failed else 0
+
+
+@contextmanager
+def first_interrupt_cancels() -> Iterator[threading.Event]:
+    """The first Ctrl+C asks the run to stop after the current round (what ran is kept and
+    saved as partial); a second one quits at once."""
+    stop = threading.Event()
+    if threading.current_thread() is not threading.main_thread():
+        yield stop
+        return
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        stop.set()
+        signal.signal(signal.SIGINT, previous)
+        # os.write, not print: a signal handler may interrupt a print in progress.
+        os.write(2, b"\nspecdeck: stopping after this round and saving what ran "
+                    b"(Ctrl+C again to quit now)\n")
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield stop
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def open_playground(request) -> int:
+    """Open the app on ``request``, refusing a missing model before the screen changes."""
+    from engines.loading import resolve
+    from tui import run_app
+
+    for source in (request.target, request.draft, request.mtp_model):
+        if source:
+            resolve(source, request.revision if source == request.target else None)
+    run_app(request)
+    return 0
+
+
+def cmd_playground(args: argparse.Namespace) -> int:
+    """``specdeck`` alone: plain, draft and MTP on the demo models and the default prompt."""
+    from engines.compare import CompareRequest
+    from engines.demo import require_demo_models
+    from prompts import get_prompt
+
+    target, draft = require_demo_models()
+    request = CompareRequest(
+        target=target, draft=draft, strategies=["plain", "draft", "mtp"],
+        prompt=get_prompt().text, settings=DecodeSettings(max_tokens=200),
+    )
+    return open_playground(request)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
-        parser.print_help()
-        return 0
+        args.command = "playground"
     try:
-        return {"compare": cmd_compare}[args.command](args)
-    except (UserError, SettingsError, ModelError) as exc:
+        return {
+            "compare": cmd_compare, "playground": cmd_playground, "sweep": sweep_command.run,
+            "replay": session_commands.cmd_replay, "diff": session_commands.cmd_diff,
+            "models": models_command.run,
+        }[args.command](args)
+    except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
         print(f"specdeck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 def entry() -> None:

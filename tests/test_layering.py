@@ -10,9 +10,13 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: The core: decoding, sessions, statistics. Front ends (specdeck/cli.py, tui/) excluded.
+#: Front ends may print with rich: the command line and its subcommands, and the app.
+FRONT_ENDS = {"cli.py", "__main__.py"}
+
+#: The core: decoding, sessions, statistics.
 CORE = sorted(ROOT.glob("engines/*.py")) + sorted(
-    p for p in ROOT.glob("specdeck/*.py") if p.name not in {"cli.py", "__main__.py"}
+    p for p in ROOT.glob("specdeck/*.py")
+    if p.name not in FRONT_ENDS and not p.stem.endswith(("_command", "_commands"))
 )
 TUI = sorted(ROOT.glob("tui/**/*.py"))
 
