@@ -32,18 +32,25 @@ class UserError(Exception):
 
 
 def read_prompt(value: str) -> str:
-    """A prompt given as text or as the path of a text file."""
+    """A prompt given as text or as the path of a text file. A file in the format of
+    ``prompts/`` (name and description lines, ``---``, the text) gives only its text."""
+    from prompts import parse_prompt
+
     path = Path(value).expanduser()
     try:
         is_file = len(value) < 4096 and path.is_file()
     except OSError:
         is_file = False
-    if is_file:
-        try:
-            return path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UserError(f"cannot read the prompt file {value}: {exc}") from exc
-    return value
+    if not is_file:
+        return value
+    try:
+        content = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the prompt file {value}: {exc}") from exc
+    try:
+        return parse_prompt(path.stem, content).text
+    except ValueError:
+        return content
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
