@@ -153,6 +153,9 @@ class Cell:
     acceptance_by_position: list[float]
     expected_tokens_per_round: float | None
     cost_ratio: float | None
+    #: A verify pass (rewind and replay included) in plain decoding steps: the model
+    #: behind ``predicted_speedup`` takes it as 1.
+    verify_cost_vs_plain: float | None
     predicted_speedup: float | None
     peak_memory_bytes: int | None
     memory_over_plain_bytes: int | None
@@ -195,6 +198,10 @@ def summarise_cell(
         speedup = 1.0 if med else None
     elif plain and plain.median_tokens_per_s and med:
         speedup = med / plain.median_tokens_per_s
+    verify_cost = None
+    if plain and plain.median_tokens_per_s and rounds:
+        per_verify = median([s.verify_seconds / s.rounds for s in runs if s.rounds])
+        verify_cost = per_verify * plain.median_tokens_per_s
     over_plain = None
     if plain and plain.peak_memory_bytes is not None and peak is not None:
         over_plain = peak - plain.peak_memory_bytes
@@ -207,7 +214,8 @@ def summarise_cell(
         mean_accepted=accepted / drafting_rounds if drafting_rounds else None,
         tokens_per_round=sum(s.generated_tokens for s in runs) / rounds if rounds else None,
         acceptance_by_position=by_position,
-        expected_tokens_per_round=expected, cost_ratio=cost, predicted_speedup=predicted,
+        expected_tokens_per_round=expected, cost_ratio=cost,
+        verify_cost_vs_plain=verify_cost, predicted_speedup=predicted,
         peak_memory_bytes=peak, memory_over_plain_bytes=over_plain, correct=correct, why="",
     )
     cell.why = why_line(cell)
@@ -228,6 +236,8 @@ def why_line(cell: Cell) -> str:
     ]
     if cell.cost_ratio is not None:
         parts.append(f"a draft step costs {cell.cost_ratio:.2f} of a verify pass")
+    if cell.verify_cost_vs_plain is not None:
+        parts.append(f"a verify pass costs {cell.verify_cost_vs_plain:.2f} plain steps")
     if cell.predicted_speedup is not None and cell.speedup is not None:
         parts.append(f"predicted {cell.predicted_speedup:.2f}x, measured {cell.speedup:.2f}x")
     return "; ".join(parts)

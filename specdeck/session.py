@@ -121,9 +121,23 @@ class Session:
         """Statistics recomputed from the events (as ``strategy_stats``)."""
         return strategy_stats(self.traces)
 
+    @property
+    def memory_estimates(self) -> dict[str, int]:
+        """Each strategy's estimated peak bytes (``config.memory_estimates.<name>.total``),
+        for the strategies whose estimate was recorded."""
+        recorded = self.config.get("memory_estimates")
+        if not isinstance(recorded, dict):
+            return {}
+        return {
+            name: entry["total"] for name, entry in recorded.items()
+            if isinstance(entry, dict) and type(entry.get("total")) is int
+        }
+
 
 def migrate(document: Any) -> dict:
     """Upgrade an older document to ``SCHEMA_VERSION``, or refuse one we cannot read."""
+    if type(document) is dict and document.get("kind") == "sweep":
+        raise SessionError("a sweep, not a session: open it with specdeck replay FILE")
     if type(document) is not dict or "strategies" not in document or (
         "schema_version" not in document
     ):
@@ -161,10 +175,11 @@ def session_from_document(document: Any, path: Path | None = None) -> Session:
         partial = document.get("partial", False)
         if type(partial) is not bool:
             raise SessionError("partial must be true or false")
-        traces = {
-            name: check_trace(name, entry, f"strategy {name!r}")
-            for name, entry in document["strategies"].items()
-        }
+        with _collector_paused():
+            traces = {
+                name: check_trace(name, entry, f"strategy {name!r}")
+                for name, entry in document["strategies"].items()
+            }
     except SessionError as exc:
         raise SessionError(f"{source}: {exc}") from None
     return Session(
@@ -200,8 +215,9 @@ def parse_document(data: bytes, source: str = "session") -> Any:
         raise SessionError(f"{source}: not JSON ({exc})") from None
 
 
-def load_session(path: str | os.PathLike) -> Session:
-    """Read and check one session file."""
+def read_document(path: str | os.PathLike) -> Any:
+    """Read and parse a specdeck file (a session or a sweep); SessionError names the file
+    and what is wrong with it."""
     path = Path(path)
     try:
         data = path.read_bytes()
@@ -211,8 +227,13 @@ def load_session(path: str | os.PathLike) -> Session:
         raise SessionError(f"{path}: is a directory, not a session file") from None
     except OSError as exc:
         raise SessionError(f"{path}: cannot read it ({exc.strerror or exc})") from None
-    with _collector_paused():
-        return session_from_document(parse_document(data, str(path)), path)
+    return parse_document(data, str(path))
+
+
+def load_session(path: str | os.PathLike) -> Session:
+    """Read and check one session file."""
+    path = Path(path)
+    return session_from_document(read_document(path), path)
 
 
 @contextmanager
@@ -229,6 +250,12 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a crash leaves either the old file or the new.
 
@@ -239,6 +266,8 @@ def write_atomic(path: Path, data: bytes) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
+        # mkstemp makes the file private (0600); a saved session is an ordinary file.
+        os.chmod(tmp, 0o666 & ~_umask())
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -365,6 +365,16 @@ def test_write_atomic_replaces_the_file_and_fsyncs(tmp_path: Path, monkeypatch) 
     assert path.read_bytes() == b"two" and len(synced) >= 2
 
 
+def test_saved_files_get_ordinary_permissions(tmp_path: Path) -> None:
+    """Not mkstemp's private 0600: the umask decides, as for any file the user writes."""
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "x.json", b"{}")
+    finally:
+        os.umask(old)
+    assert (tmp_path / "x.json").stat().st_mode & 0o777 == 0o644
+
+
 # --- the sessions directory -----------------------------------------------------------
 
 

@@ -64,7 +64,10 @@ def test_summarise_cell_by_hand() -> None:
     assert cell.acceptance_by_position == pytest.approx([4 / 5, 3 / 5])
     assert cell.expected_tokens_per_round == pytest.approx((1 - 0.7**3) / 0.3)
     assert cell.memory_over_plain_bytes == 500
+    # verify per round 0.8 / 5 - 0.02 = 0.14 s against a plain step of 0.1 s
+    assert cell.verify_cost_vs_plain == pytest.approx(1.4)
     assert "70% accepted" in cell.why and "measured 1.50x" in cell.why
+    assert "a verify pass costs 1.40 plain steps" in cell.why
 
 
 def test_noisy_flag_and_recommendations() -> None:
