@@ -182,6 +182,7 @@ def run_compare(
     progress: Callable[[str], None] = lambda _: None,
     cancelled: Callable[[], bool] = lambda: False,
     clock: Clock = time.perf_counter,
+    on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda estimates: None,
 ) -> CompareResult:
     """Warm up and measure each strategy in turn; stop early (keeping what ran) when
     ``cancelled`` turns true."""
@@ -189,6 +190,7 @@ def run_compare(
     models = load_models(request, store or ModelStore(), progress)
     prompt = encode_prompt(models.target.tokenizer, request.prompt, request.chat)
     estimates = estimate_memory(request, len(prompt))
+    on_estimates(estimates)  # before any strategy runs: the app shows them beside the peaks
     traces: dict[str, Trace] = {}
     for name in request.strategies:
         if cancelled():

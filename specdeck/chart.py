@@ -8,6 +8,7 @@ break-even with plain decoding.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from html import escape
 
 WIDTH, HEIGHT = 720, 420
@@ -34,20 +35,49 @@ def series_of(cells: list[dict]) -> dict[str, list[tuple[int, float]]]:
     return {k: sorted(v) for k, v in series.items()}
 
 
+@dataclass(frozen=True, slots=True)
+class Axes:
+    """The chart's ranges: the x values (drafts per round, on a log2 scale from ``x_lo``
+    to ``x_hi``) and speedups from ``y_lo`` to ``y_hi`` in steps of 0.25, break-even
+    (1.0) always inside. The SVG and the app's text chart share them."""
+
+    xs: list[int]
+    x_lo: float
+    x_hi: float
+    y_lo: float
+    y_hi: float
+
+    @classmethod
+    def of(cls, series: dict[str, list[tuple[int, float]]]) -> "Axes":
+        xs = sorted({x for pts in series.values() for x, _ in pts}) or [1, 2]
+        ys = [y for pts in series.values() for _, y in pts] + [1.0]
+        return cls(
+            xs=xs, x_lo=math.log2(xs[0]),
+            x_hi=max(math.log2(xs[-1]), math.log2(xs[0]) + 1),
+            y_lo=min(0.0, math.floor(min(ys) * 4) / 4),
+            y_hi=max(1.25, math.ceil(max(ys) * 4) / 4),
+        )
+
+    def x_share(self, x: float) -> float:
+        """Where ``x`` falls along the x axis, 0 (left) to 1 (right)."""
+        return (math.log2(x) - self.x_lo) / (self.x_hi - self.x_lo)
+
+    def y_share(self, y: float) -> float:
+        """Where ``y`` falls down the y axis, 0 (top) to 1 (bottom)."""
+        return (self.y_hi - y) / (self.y_hi - self.y_lo)
+
+
 def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decoding") -> str:
     series = series_of(cells)
-    xs = sorted({x for pts in series.values() for x, _ in pts}) or [1, 2]
-    ys = [y for pts in series.values() for _, y in pts] + [1.0]
-    y_lo = min(0.0, math.floor(min(ys) * 4) / 4)
-    y_hi = max(1.25, math.ceil(max(ys) * 4) / 4)
-    x_lo, x_hi = math.log2(xs[0]), max(math.log2(xs[-1]), math.log2(xs[0]) + 1)
+    axes = Axes.of(series)
+    xs, y_lo, y_hi = axes.xs, axes.y_lo, axes.y_hi
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
     def px(x: float) -> float:
-        return LEFT + (math.log2(x) - x_lo) / (x_hi - x_lo) * plot_w
+        return LEFT + axes.x_share(x) * plot_w
 
     def py(y: float) -> float:
-        return TOP + (y_hi - y) / (y_hi - y_lo) * plot_h
+        return TOP + axes.y_share(y) * plot_h
 
     out = [
         f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '

@@ -136,36 +136,11 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
     )
 
 
-def _config(result) -> dict:
-    """The run's configuration as recorded in the JSON document."""
-    request = result.request
-
-    def model(entry):
-        if entry is None:
-            return None
-        return {"source": entry.source, "path": str(entry.path), "revision": entry.revision}
-
-    return {
-        "prompt": request.prompt,
-        "prompt_tokens": result.prompt_tokens,
-        "chat": request.chat,
-        "strategies": request.strategies,
-        "target": model(result.models.target),
-        "draft": model(result.models.draft),
-        "mtp_model": model(result.models.mtp.model if result.models.mtp else None),
-        "settings": request.settings.to_dict(),
-        "warmup_tokens": request.warmup_tokens,
-        "memory_estimates": {
-            name: estimate.to_dict() for name, estimate in (result.memory_estimates or {}).items()
-        },
-    }
-
-
 def cmd_compare(args: argparse.Namespace) -> int:
     from engines.compare import CompareRequest, run_compare
     from engines.demo import default_models
     from engines.machine import describe_machine
-    from specdeck.session import build_document, save_document
+    from specdeck.session import build_document, compare_config, save_document
     from specdeck.session_store import autosave
 
     target, draft = default_models(args.target, args.draft)
@@ -183,7 +158,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     )
     request.validate()
     if not args.headless:
-        return open_playground(request)
+        return open_playground(request, args.sessions_dir, save=not args.no_save)
 
     def progress(message: str) -> None:
         print(f"specdeck: {message}", file=sys.stderr, flush=True)
@@ -193,7 +168,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if stop.is_set() and not result.traces:
         progress("interrupted before any strategy ran: nothing to save")
         return EXIT_INTERRUPTED
-    document = build_document(_config(result), describe_machine(), result.traces)
+    document = build_document(compare_config(result), describe_machine(), result.traces)
     if not args.no_save:
         saved = autosave(document, args.sessions_dir)
         progress(f"saved {saved}" + (" (partial)" if document["partial"] else ""))
@@ -243,15 +218,17 @@ def first_interrupt_cancels() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def open_playground(request) -> int:
-    """Open the app on ``request``, refusing a missing model before the screen changes."""
+def open_playground(request, sessions_dir: Path | None = None, save: bool = True) -> int:
+    """Open the app on ``request``, refusing a missing model before the screen changes.
+    Every run the app measures is saved as a session (into ``sessions_dir``) unless
+    ``save`` is false."""
     from engines.loading import resolve
     from tui import run_app
 
     for source in (request.target, request.draft, request.mtp_model):
         if source:
             resolve(source, request.revision if source == request.target else None)
-    run_app(request)
+    run_app(request, sessions_dir=sessions_dir, save_sessions=save)
     return 0
 
 

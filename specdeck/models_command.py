@@ -23,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _parameters(n: int | None) -> str:
+def parameters_text(n: int | None) -> str:
+    """A parameter count for a person: 1.5B, 5.6M (shared with the app's model picker)."""
     if n is None:
         return "no weights"
     for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -32,7 +33,8 @@ def _parameters(n: int | None) -> str:
     return str(n)
 
 
-def _quant(m: ModelInfo) -> str:
+def quant_text(m: ModelInfo) -> str:
+    """Quantisation (4-bit/64) or, unquantised, the weights' dtype."""
     if m.bits:
         return f"{m.bits}-bit/{m.group_size}" if m.group_size else f"{m.bits}-bit"
     return (m.dtype or "-").lower()
@@ -49,7 +51,7 @@ def _table(models: list[ModelInfo]) -> None:
     for m in models:
         drafts = suggest_drafts(m, models)
         table.add_row(
-            m.name, m.model_type, _parameters(m.parameters), _quant(m), gb(m.size_on_disk),
+            m.name, m.model_type, parameters_text(m.parameters), quant_text(m), gb(m.size_on_disk),
             "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
             f"{m.tokenizer} ({m.vocab_size})" if m.tokenizer else "?",
             ", ".join(d.name for d in drafts[:3]),

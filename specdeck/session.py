@@ -80,6 +80,32 @@ def is_partial(requested: list[str], traces: dict[str, Trace]) -> bool:
     return any(t.done is None or t.done.reason == "cancelled" for t in traces.values())
 
 
+def compare_config(result: Any) -> dict:
+    """The configuration of a comparison (``engines.compare.CompareResult``) as recorded
+    in its document: what ran, on which models, with which settings."""
+    request = result.request
+
+    def model(entry):
+        if entry is None:
+            return None
+        return {"source": entry.source, "path": str(entry.path), "revision": entry.revision}
+
+    return {
+        "prompt": request.prompt,
+        "prompt_tokens": result.prompt_tokens,
+        "chat": request.chat,
+        "strategies": request.strategies,
+        "target": model(result.models.target),
+        "draft": model(result.models.draft),
+        "mtp_model": model(result.models.mtp.model if result.models.mtp else None),
+        "settings": request.settings.to_dict(),
+        "warmup_tokens": request.warmup_tokens,
+        "memory_estimates": {
+            name: estimate.to_dict() for name, estimate in (result.memory_estimates or {}).items()
+        },
+    }
+
+
 def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dict:
     """A whole comparison as a session document."""
     baseline = None

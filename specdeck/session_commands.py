@@ -84,28 +84,65 @@ def _console():
 
 
 def cmd_replay(args: argparse.Namespace) -> int:
-    from specdeck.session import load_session
+    from specdeck.session import read_document, session_from_document
+    from specdeck.sweep_file import is_sweep, sweep_from_document
 
-    session = load_session(args.file)
+    document = read_document(args.file)
+    if is_sweep(document):
+        sweep = sweep_from_document(document, args.file)
+        if not args.headless:
+            return _open_sweep_view(sweep)
+        print_sweep_file(sweep)
+        return 0
+    session = session_from_document(document, args.file)
     if not args.headless:
         return _open_app(session)
     print_session(session)
     return 0
 
 
-def _open_app(session) -> int:
+def _import_tui(what: str):
+    """The ``tui`` package, or a UserError saying to print with --headless instead."""
     try:
-        from tui import run_app
+        import tui
     except ImportError as exc:
         from specdeck.cli import UserError
 
         raise UserError(
-            f"the playground cannot start here ({exc}); add --headless to print the session"
+            f"the playground cannot start here ({exc}); add --headless to print the {what}"
         ) from None
+    return tui
+
+
+def _open_app(session) -> int:
+    run_app = _import_tui("session").run_app
     settings = session.config.get("settings")
     run_app(traces=session.traces, settings=settings if isinstance(settings, dict) else None,
+            memory_estimates=session.memory_estimates,
             title=f"replay: {session.path.name if session.path else 'session'}")
     return 0
+
+
+def _open_sweep_view(sweep) -> int:
+    _import_tui("sweep")
+    from tui.sweep_view import run_sweep_view
+
+    run_sweep_view(sweep)
+    return 0
+
+
+def print_sweep_file(sweep) -> None:
+    """A saved sweep: where and when it ran, then the table and recommendations as
+    ``specdeck sweep`` printed them."""
+    from specdeck.sweep_command import print_sweep
+
+    console = _console()
+    console.print(f"{sweep.path or 'sweep'}  {sweep.created}  sweep"
+                  + ("  partial: the sweep was interrupted" if sweep.partial else ""))
+    machine = sweep.machine
+    if machine.get("chip") or machine.get("os"):
+        console.print(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}")
+    print_sweep(sweep.cells, sweep.recommendations)
 
 
 def print_session(session) -> None:

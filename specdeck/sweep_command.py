@@ -68,35 +68,28 @@ def _prompts(values: list[str] | None):
     return prompts
 
 
-def _table(cells) -> None:
+def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
+    """The sweep's table (``specdeck.sweep_file.cell_row``), its recommendations and each
+    cell's why line: what ``specdeck sweep`` ends with and ``specdeck replay`` shows."""
     from rich.console import Console
     from rich.table import Table
 
+    from specdeck.sweep_file import COLUMNS, cell_row
+
     table = Table(title="specdeck sweep", show_lines=False)
-    for column in ("prompt", "temp", "setting", "tok/s", "speedup", "CV", "accept",
-                   "mean acc", "predicted", "mem +MB", "check"):
+    for column in COLUMNS:
         table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
-
-    def pct(v):
-        return "-" if v is None else f"{v:.0%}"
-
-    def num(v, fmt):
-        return "-" if v is None else format(v, fmt)
-
-    for c in cells:
-        check = {True: "ok", False: "MISMATCH", None: "-"}[c.correct]
-        table.add_row(
-            c.prompt, f"{c.temperature:g}", c.label, num(c.median_tokens_per_s, ".1f"),
-            num(c.speedup, ".2f") + ("" if c.speedup is None or c.speedup <= 1 else " ▲"),
-            num(c.cv, ".3f") + (" noisy" if c.noisy else ""), pct(c.acceptance_rate),
-            num(c.mean_accepted, ".2f"), num(c.predicted_speedup, ".2f"),
-            num(None if c.memory_over_plain_bytes is None else c.memory_over_plain_bytes / 2**20, ".1f"),
-            check,
-        )
-    console = Console()
+    for cell in cells:
+        table.add_row(*cell_row(cell))
+    console = Console(markup=False, highlight=False)
     if not console.is_terminal:
-        console = Console(width=160)
+        console = Console(width=160, markup=False, highlight=False)
     console.print(table)
+    for line in recommendations:
+        print(line)
+    for cell in cells:
+        if cell["strategy"] != "plain":
+            print(f"  {cell['prompt']} {cell['label']}: {cell['why']}")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -143,11 +136,6 @@ def run(args: argparse.Namespace) -> int:
     write_atomic(out, orjson.dumps(document, option=orjson.OPT_INDENT_2))
     chart = args.chart or out.with_suffix(".svg")
     write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
-    _table(cells)
-    for line in document["recommendations"]:
-        print(line)
-    for cell in cells:
-        if cell.strategy != "plain":
-            print(f"  {cell.prompt} {cell.label}: {cell.why}")
+    print_sweep(document["cells"], document["recommendations"])
     message(f"wrote {out} and {chart}")
     return 1 if any(c.correct is False for c in cells) else 0

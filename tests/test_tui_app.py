@@ -273,3 +273,38 @@ async def test_model_error_is_shown_not_raised(tiny_family, tmp_path):
         assert app.phase == "failed"
         assert "model not found" in str(app.query_one("#status").render())
         assert all(p.status == "not run" for p in app.panes)
+
+
+@run_async
+async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
+    """Like `specdeck compare`, the app saves each measured run; a cancelled one as partial."""
+    from specdeck.session import load_session
+
+    app = SpecdeckApp(make_request(tiny_family), sessions_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        saved = sorted(tmp_path.glob("*.json"))
+        assert len(saved) == 1
+        session = load_session(saved[0])
+        assert session.strategies == ["plain", "draft"] and not session.partial
+        for pane in app.panes:
+            assert session.traces[pane.strategy].tokens == Trace(pane.strategy, pane.events).tokens
+        assert str(saved[0]) in app._status_text
+
+    clock = GatedClock(open_calls=60)
+    cancelled_dir = tmp_path / "cancelled"
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock,
+                      sessions_dir=cancelled_dir)
+    async with app.run_test(size=SIZE) as pilot:
+        await clock.wait_blocked()
+        await pilot.press("c")
+        clock.gate.set()
+        await settle(app, pilot)
+    (partial,) = cancelled_dir.glob("*.json")
+    assert load_session(partial).partial and partial.name.endswith("_partial.json")
+
+    app = SpecdeckApp(make_request(tiny_family), sessions_dir=tmp_path / "off",
+                      save_sessions=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+    assert not (tmp_path / "off").exists()

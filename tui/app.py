@@ -28,17 +28,24 @@ from engines.config import MAX_DRAFT_TOKENS
 from engines.errors import ModelError, SettingsError
 from engines.events import Done, Event, Trace
 from engines.machine import blas_library
+from specdeck.diff import diff_sessions
 from specdeck.playback import Playback, Schedule, next_speed
+from specdeck.session import SCHEMA_VERSION, Session
+from specdeck.session_store import default_sessions_dir
 from tui.batcher import EventBatcher
+from tui.diff_screen import DiffScreen
 from tui.help_screen import HelpScreen
 from tui.inspector import RoundInspector
 from tui.legend import Legend
-from tui.messages import EventsArrived, Progress, RunEnded
+from tui.messages import EstimatesReady, EventsArrived, Progress, RunEnded
 from tui.pane import StrategyPane
+from tui.session_browser import SessionBrowser
 from tui.settings_screen import SettingsScreen
 
 if TYPE_CHECKING:  # importing engines.compare loads mlx: only the live worker does
-    from engines.compare import CompareRequest
+    from pathlib import Path
+
+    from engines.compare import CompareRequest, CompareResult
     from engines.loading import ModelStore
 
 #: Race frames per second.
@@ -90,6 +97,9 @@ class SpecdeckApp(App[None]):
                 id="specdeck.more_drafts"),
         Binding("s", "settings", "Settings", id="specdeck.settings"),
         Binding("question_mark,f1", "help", "Help", key_display="?", id="specdeck.help"),
+        # After help, so a narrow footer still shows ?; the help screen lists them all.
+        Binding("o", "sessions", "Sessions", id="specdeck.sessions"),
+        Binding("d", "diff_panes", "Diff panes", show=False, id="specdeck.diff_panes"),
         Binding("q", "quit", "Quit", id="specdeck.quit"),
     ]
 
@@ -103,9 +113,15 @@ class SpecdeckApp(App[None]):
         clock: Callable[[], float] = time.perf_counter,
         wall_clock: Callable[[], float] = time.monotonic,
         title: str | None = None,
+        memory_estimates: dict[str, int] | None = None,
+        sessions_dir: "Path | None" = None,
+        save_sessions: bool = True,
     ) -> None:
-        """``clock`` times the engine's events; ``wall_clock`` drives the race. Both are
-        injectable so tests and snapshots are deterministic."""
+        """Every live run is saved as a session into ``sessions_dir`` (default: the
+        sessions folder) unless ``save_sessions`` is false. ``clock`` times the engine's events; ``wall_clock`` drives the race. Both are
+        injectable so tests and snapshots are deterministic. ``memory_estimates`` (a
+        replay's, per strategy) are shown next to each pane's measured peak; a live run
+        makes its own."""
         if (request is None) == (traces is None):
             raise ValueError("give either a request (live) or traces (replay)")
         super().__init__()
@@ -134,6 +150,9 @@ class SpecdeckApp(App[None]):
         self._decode: Callable[[list[int]], str] | None = None
         self._known = pieces_by_token(traces) if traces else {}
         self._panes: dict[str, StrategyPane] = {}
+        self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
+        self.sessions_dir = sessions_dir
+        self.save_sessions = save_sessions
 
     # -- layout ------------------------------------------------------------------------
 
@@ -146,6 +165,8 @@ class SpecdeckApp(App[None]):
         self._panes = {
             name: StrategyPane(name, pane_detail(name, settings or {})) for name in self.strategies
         }
+        for name, pane in self._panes.items():
+            pane.memory_estimate = self.memory_estimates.get(name)
         return list(self._panes.values())
 
     def compose(self) -> ComposeResult:
@@ -167,9 +188,7 @@ class SpecdeckApp(App[None]):
 
     async def on_mount(self) -> None:
         if self.traces is not None:
-            for pane in self.panes:
-                pane.receive(self.traces[pane.strategy].events)
-            self.start_race()
+            self._replay_traces()
         else:
             await self.start_run()
 
@@ -199,6 +218,9 @@ class SpecdeckApp(App[None]):
         self._cancel = threading.Event()
         self.run_id += 1
         self._decode = None  # the target may have changed
+        self.memory_estimates = {}  # the run estimates its own
+        if self.traces is not None:  # back from a session opened in the browser
+            self.traces, self._known, self.sub_title = None, {}, ""
         if list(self._panes) != self.strategies:
             container = self.query_one("#panes")
             await container.remove_children()
@@ -207,6 +229,7 @@ class SpecdeckApp(App[None]):
             pane.reset(keep_events=False)
             pane.detail = pane_detail(pane.strategy, self.request.settings)
             pane.status = "waiting"
+            pane.memory_estimate = None
             pane.refresh_stats(None)
         self.phase = "loading"
         self.set_status("loading models…")
@@ -232,24 +255,46 @@ class SpecdeckApp(App[None]):
                 return
             if self.store is None:
                 self.store = ModelStore()
-            error = None
+            error = saved = None
             try:
-                run_compare(
+                result = run_compare(
                     request, self.store, on_event=on_event,
                     progress=lambda text: post(Progress(run_id, text)),
+                    on_estimates=lambda estimates: post(EstimatesReady(run_id, {
+                        name: e.total for name, e in (estimates or {}).items()})),
                     cancelled=cancel.is_set, clock=self.clock,
                 )
+                if self.save_sessions and result.traces:
+                    saved = str(self._save(result))
             except (SettingsError, ModelError) as exc:
                 error = str(exc)
             except Exception as exc:  # shown in the app, which stays usable
                 error = f"{type(exc).__name__}: {exc}"
             batcher.flush()
-            post(RunEnded(run_id, error))
+            post(RunEnded(run_id, error, saved))
+
+    def _save(self, result: "CompareResult") -> "Path":
+        """Save a measured (or cancelled: partial) run, as ``specdeck compare`` does."""
+        from engines.machine import describe_machine
+        from specdeck.session import build_document, compare_config
+        from specdeck.session_store import autosave
+
+        document = build_document(compare_config(result), describe_machine(), result.traces)
+        return autosave(document, self.sessions_dir)
 
     def token_text(self, token: int) -> str | None:
         if token in self._known:
             return self._known[token]
         return self._decode([token]) if self._decode else None
+
+    @on(EstimatesReady)
+    def _estimates(self, message: EstimatesReady) -> None:
+        if message.run_id != self.run_id:
+            return
+        self.memory_estimates = message.totals
+        for pane in self.panes:
+            pane.memory_estimate = message.totals.get(pane.strategy)
+        self._refresh_stats()
 
     @on(Progress)
     def _progress(self, message: Progress) -> None:
@@ -285,7 +330,10 @@ class SpecdeckApp(App[None]):
                     pane.status = "not run"
             return
         self.phase = "measured"
-        self.set_status("measured one after another, each warmed up · g: race them in sync")
+        saved = f" · saved {message.saved}" if message.saved else ""
+        self.set_status(
+            f"measured one after another, each warmed up · g: race them in sync{saved}"
+        )
 
     def action_cancel(self) -> None:
         """Stop now: panes keep what they have; later events of the run are dropped."""
@@ -474,6 +522,55 @@ class SpecdeckApp(App[None]):
 
         self.push_screen(SettingsScreen(self.request), apply)
 
+    # -- sessions and diffs ------------------------------------------------------------
+
+    def action_sessions(self) -> None:
+        async def open_chosen(session: Session | None) -> None:
+            if session is not None:
+                await self.open_session(session)
+
+        self.push_screen(SessionBrowser(default_sessions_dir()), open_chosen)
+
+    async def open_session(self, session: Session) -> None:
+        """Replay a saved session in the panes, as ``specdeck replay`` does. A live run is
+        cancelled; ``s``, ``[`` or ``]`` go back to live runs."""
+        self._stop_race()
+        self._cancel.set()
+        self.run_id += 1
+        settings = session.config.get("settings")
+        self.traces = session.traces
+        self.replay_settings = settings if isinstance(settings, dict) else None
+        self.memory_estimates = dict(session.memory_estimates)
+        self._known = pieces_by_token(self.traces)
+        self.sub_title = f"replay: {session.path.name if session.path else 'session'}"
+        container = self.query_one("#panes")
+        await container.remove_children()
+        await container.mount_all(self._new_panes())
+        self.panes[0].focus()  # the screen would keep focus on a removed pane
+        self._replay_traces()
+
+    def _replay_traces(self) -> None:
+        for pane in self.panes:
+            pane.view.show_rejected = self.show_rejected
+            pane.receive(self.traces[pane.strategy].events)
+        self.start_race()
+
+    def action_diff_panes(self) -> None:
+        """Diff the focused pane with the first (the baseline, usually plain); from the
+        first pane, every other pane with it."""
+        if self.phase in ("loading", "running"):
+            self.notify("wait until every strategy is measured (or c to cancel)")
+            return
+        traces = {p.strategy: Trace(p.strategy, p.events) for p in self.panes if p.events}
+        if len(traces) < 2:
+            self.notify("a diff needs two panes with output")
+            return
+        baseline, focused = next(iter(traces)), self.focused_pane().strategy
+        pairs = [(baseline, focused)] if focused in traces and focused != baseline else None
+        run = Session(SCHEMA_VERSION, "compare", "", False, {}, {}, traces)
+        label = self.sub_title or "this run"
+        self.push_screen(DiffScreen(diff_sessions(run, run, pairs, label, label), traces))
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
@@ -484,9 +581,15 @@ def run_app(
     *,
     settings: Any = None,
     title: str | None = None,
+    memory_estimates: dict[str, int] | None = None,
+    sessions_dir: "Path | None" = None,
+    save_sessions: bool = True,
 ) -> None:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
-    ``settings`` (a session's settings dictionary) labels replayed panes (k=..., n=...).
+    ``settings`` (a session's settings dictionary) labels replayed panes (k=..., n=...);
+    ``memory_estimates`` (its ``Session.memory_estimates``) go beside the measured peaks.
     """
-    SpecdeckApp(request, traces, settings=settings, title=title).run()
+    SpecdeckApp(request, traces, settings=settings, title=title,
+                memory_estimates=memory_estimates, sessions_dir=sessions_dir,
+                save_sessions=save_sessions).run()

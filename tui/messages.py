@@ -32,8 +32,18 @@ class Progress(RunMessage):
 
 
 class RunEnded(RunMessage):
-    """The comparison finished, was cancelled, or failed with ``error`` (one line)."""
+    """The comparison finished, was cancelled, or failed with ``error`` (one line);
+    ``saved`` is where its session was written, if it was."""
 
-    def __init__(self, run_id: int, error: str | None = None) -> None:
+    def __init__(self, run_id: int, error: str | None = None, saved: str | None = None) -> None:
         super().__init__(run_id)
         self.error = error
+        self.saved = saved
+
+
+class EstimatesReady(RunMessage):
+    """Each strategy's estimated peak bytes (from the model files), before it runs."""
+
+    def __init__(self, run_id: int, totals: dict[str, int]) -> None:
+        super().__init__(run_id)
+        self.totals = totals

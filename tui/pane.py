@@ -26,6 +26,8 @@ class StrategyPane(Vertical, can_focus=True):
         self.shown = 0
         self.detail = detail
         self.status = "waiting"
+        #: Estimated peak bytes (``engines.memory``), shown next to the measured peak.
+        self.memory_estimate: int | None = None
 
     def compose(self) -> ComposeResult:
         yield TokenView()
@@ -111,5 +113,5 @@ class StrategyPane(Vertical, can_focus=True):
 
     def refresh_stats(self, baseline_tokens_per_s: float | None) -> Stats:
         return self.query_one(StatsStrip).update_from(
-            self.events[: self.shown], baseline_tokens_per_s
+            self.events[: self.shown], baseline_tokens_per_s, self.memory_estimate
         )

@@ -18,6 +18,7 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from engines.errors import SettingsError
 from prompts import load_prompts
+from tui.model_picker import ROLES, ModelPicker
 
 if TYPE_CHECKING:  # engines.compare loads mlx; the dialog only edits the dataclass
     from engines.compare import CompareRequest
@@ -121,9 +122,13 @@ class SettingsScreen(ModalScreen["CompareRequest | None"]):
             )
             yield TextArea(values["prompt"], id="prompt", soft_wrap=True)
             with Grid(id="settings-grid"):
-                for key in ("target", "draft", "mtp_model", "strategies"):
+                for key in ROLES:  # model fields: typed, or picked from the catalog
                     yield Label(key.replace("_", " "))
-                    yield Input(values[key], id=key)
+                    with Horizontal(classes="model-field"):
+                        yield Input(values[key], id=key)
+                        yield Button("pick", id=f"pick-{key}", classes="pick-model")
+                yield Label("strategies")
+                yield Input(values["strategies"], id="strategies")
                 for key, label, _ in NUMBERS:
                     yield Label(label)
                     yield Input(values[key], id=key)
@@ -136,6 +141,17 @@ class SettingsScreen(ModalScreen["CompareRequest | None"]):
     def _pick_prompt(self, event: Select.Changed) -> None:
         if event.value in self.prompts:
             self.query_one("#prompt", TextArea).text = self.prompts[event.value].text
+
+    @on(Button.Pressed, ".pick-model")
+    def _pick_model(self, event: Button.Pressed) -> None:
+        role = (event.button.id or "").removeprefix("pick-")
+        fields = {key: self.query_one(f"#{key}", Input).value for key in ROLES}
+
+        def fill(value: str | None) -> None:
+            if value is not None:
+                self.query_one(f"#{role}", Input).value = value
+
+        self.app.push_screen(ModelPicker(role, fields), fill)
 
     @on(Button.Pressed, "#cancel")
     def _cancel(self) -> None:

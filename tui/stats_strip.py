@@ -21,7 +21,10 @@ def _ms(seconds: float | None) -> str:
 
 
 def _mb(count: int | None) -> str:
-    return "–" if count is None else f"{count / 2**20:.0f} MB"
+    if count is None:
+        return "–"
+    mib = count / 2**20
+    return f"{mib:.1f} MB" if mib < 100 else f"{mib:.0f} MB"
 
 
 def _pct(value: float | None) -> str:
@@ -35,16 +38,19 @@ def speedup(stats: Stats, baseline_tokens_per_s: float | None) -> float | None:
     return stats.tokens_per_s / baseline_tokens_per_s
 
 
-def format_stats(stats: Stats, baseline_tokens_per_s: float | None, is_baseline: bool) -> str:
-    """Three short lines (a pane may be a third of the terminal wide): speed, timing,
-    acceptance."""
+def format_stats(stats: Stats, baseline_tokens_per_s: float | None, is_baseline: bool,
+                 memory_estimate: int | None = None) -> str:
+    """Three short lines (a pane may be a third of the terminal wide): speed, timing and
+    memory (the measured peak next to the estimate made before loading, when there is
+    one), acceptance."""
     rate = "–" if stats.tokens_per_s is None else f"{stats.tokens_per_s:.1f} tok/s"
     ratio = speedup(stats, baseline_tokens_per_s)
     versus = "baseline" if is_baseline else ("–" if ratio is None else f"{ratio:.2f}× plain")
     lines = [
         f"{rate} · {versus} · rounds {stats.rounds}",
-        f"ttft {_ms(stats.ttft_seconds)} · peak {_mb(stats.peak_memory_bytes)} · "
-        f"{stats.generated_tokens} tokens",
+        f"ttft {_ms(stats.ttft_seconds)} · peak {_mb(stats.peak_memory_bytes)}"
+        + ("" if memory_estimate is None else f" / est {_mb(memory_estimate)}")
+        + f" · {stats.generated_tokens} tokens",
     ]
     if stats.proposed:
         by_position = " ".join(f"{p * 100:.0f}" for p in stats.acceptance_by_position)
@@ -87,10 +93,11 @@ class StatsStrip(Vertical):
         sparkline.tooltip = "accepted drafts per round"
         yield sparkline
 
-    def update_from(self, events: list[Event], baseline_tokens_per_s: float | None) -> Stats:
+    def update_from(self, events: list[Event], baseline_tokens_per_s: float | None,
+                    memory_estimate: int | None = None) -> Stats:
         self.stats = compute_stats(events)
         self.query_one(StatsText).text = format_stats(
-            self.stats, baseline_tokens_per_s, self.is_baseline
+            self.stats, baseline_tokens_per_s, self.is_baseline, memory_estimate
         )
         self.query_one(Sparkline).data = [
 float(e.accepted) for e in events if isinstance(e, Round)

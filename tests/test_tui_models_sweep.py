@@ -1,0 +1,378 @@
+"""The app's model picker, memory estimates beside measured peaks, and the sweep view
+(in the app and ``specdeck replay SWEEP.json --headless``), driven by Pilot on a fake
+catalog and hand-built documents."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import orjson
+import pytest
+from textual.app import App
+from textual.widgets import DataTable, Input
+
+import tui.model_picker as model_picker
+from engines.catalog import ModelInfo
+from specdeck.cli import main
+from specdeck.session import load_session
+from specdeck.sweep_file import cell_row, load_sweep
+from tui.app import SpecdeckApp
+from tui.model_picker import ModelPicker, catalog_dirs
+from tui.speedup_chart import BREAK_EVEN, plot_speedups
+from tui.sweep_view import SweepApp
+from session_helpers import document, sample_traces
+from tui_support import demo_traces, run_async, settle
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+# --- the model picker -----------------------------------------------------------------
+
+
+def fake_model(root: Path, name: str, tokenizer: str | None, parameters: int,
+               source: str = "dir", mtp: bool = False) -> ModelInfo:
+    path = root / name.replace("/", "--")
+    path.mkdir(parents=True, exist_ok=True)
+    (path / "config.json").write_text("{}")
+    return ModelInfo(
+        name=name if source == "hub" else path.name, path=path, source=source,
+        model_type="llama", architecture="LlamaForCausalLM", parameters=parameters,
+        bits=None, group_size=None, dtype="F16", size_on_disk=parameters * 2,
+        hybrid=False, has_mtp_head=mtp, tokenizer=tokenizer, vocab_size=2048,
+    )
+
+
+@pytest.fixture
+def catalog(tmp_path, monkeypatch) -> dict[str, ModelInfo]:
+    """A catalog in no particular order: a target, drafts of several sizes (one from the
+    hub cache), a larger model with the same tokenizer and two it cannot use."""
+    models = {
+        "big": fake_model(tmp_path, "big-same-tok", "aaa111", 900_000_000),
+        "other": fake_model(tmp_path, "other-tok", "bbb222", 1_000_000),
+        "d10": fake_model(tmp_path, "draft-10m", "aaa111", 10_000_000),
+        "target": fake_model(tmp_path, "target", "aaa111", 100_000_000, mtp=True),
+        "hub": fake_model(tmp_path, "org/draft-5m", "aaa111", 5_000_000, source="hub"),
+        "unknown": fake_model(tmp_path, "no-tokenizer", None, 2_000_000),
+        "d1": fake_model(tmp_path, "draft-1m", "aaa111", 1_000_000),
+    }
+    listed, seen = list(models.values()), {}
+
+    def fake_find_models(dirs=(), cache_dir=None, hub=True):
+        seen["dirs"] = list(dirs)
+        return listed
+
+    monkeypatch.setattr(model_picker, "find_models", fake_find_models)
+    models["seen"] = seen
+    return models
+
+
+def picker_rows(screen: ModelPicker) -> list[tuple[str, str]]:
+    table = screen.query_one("#picker-table", DataTable)
+    return [(row[0], row[1]) for row in (table.get_row_at(i) for i in range(table.row_count))]
+
+
+class SettingsHost(App[None]):
+    """The settings dialog over an empty app, as the playground opens it."""
+
+    CSS_PATH = ROOT / "tui" / "app.tcss"
+
+    def __init__(self, request) -> None:
+        super().__init__()
+        self.request = request
+
+    def on_mount(self) -> None:
+        from tui.settings_screen import SettingsScreen
+
+        self.push_screen(SettingsScreen(self.request))
+
+
+def compare_request(target: Path):
+    compare = pytest.importorskip("engines.compare")  # the dialog edits a CompareRequest
+    return compare.CompareRequest(target=str(target), strategies=["plain", "draft"],
+                                  prompt="def add(a, b):", draft=None)
+
+
+async def open_picker(app: App, pilot, role: str) -> ModelPicker:
+    await pilot.click(f"#pick-{role}")
+    await settle(app, pilot)
+    assert isinstance(app.screen, ModelPicker)
+    return app.screen
+
+
+@run_async
+async def test_picking_a_draft_lists_compatible_models_first_and_fills_the_field(catalog):
+    app = SettingsHost(compare_request(catalog["target"].path))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        picker = await open_picker(app, pilot, "draft")
+        assert picker_rows(picker) == [
+            ("suggested", "draft-1m"), ("suggested", "org/draft-5m"),
+            ("suggested", "draft-10m"),
+            ("same tokenizer", "big-same-tok"), ("same tokenizer", "target"),
+            ("incompatible", "other-tok"), ("tokenizer unknown", "no-tokenizer"),
+        ]
+        # The catalog was asked about the directory already in the target field.
+        assert catalog["target"].path in catalog["seen"]["dirs"]
+        await pilot.press("down", "enter")  # the hub model: its id goes in the field
+        await pilot.pause()
+        assert app.screen.query_one("#draft", Input).value == "org/draft-5m"
+
+        picker = await open_picker(app, pilot, "draft")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen.query_one("#draft", Input).value == str(catalog["d1"].path)
+
+        picker = await open_picker(app, pilot, "draft")
+        await pilot.press("escape")  # cancelling keeps the field
+        await pilot.pause()
+        assert app.screen.query_one("#draft", Input).value == str(catalog["d1"].path)
+
+
+@run_async
+async def test_mtp_and_target_pickers(catalog):
+    app = SettingsHost(compare_request(catalog["target"].path))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        picker = await open_picker(app, pilot, "mtp_model")
+        rows = picker_rows(picker)
+        assert rows[0] == ("suggested", "target")  # the only one with an MTP head
+        assert [mark for mark, _ in rows[1:]] == ["no MTP head"] * 4 + [
+            "incompatible", "tokenizer unknown"]
+        await pilot.press("escape")
+        await pilot.pause()
+
+        picker = await open_picker(app, pilot, "target")
+        assert [name for _, name in picker_rows(picker)] == [
+            m.name for key, m in catalog.items() if key != "seen"]
+        await pilot.press("down", "enter")
+        await pilot.pause()
+        assert app.screen.query_one("#target", Input).value == str(catalog["other"].path)
+
+
+def test_the_catalog_includes_the_demo_family_and_named_directories(tmp_path, monkeypatch):
+    model = tmp_path / "mine"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    monkeypatch.setattr(model_picker, "demo_models", lambda: object())
+    assert catalog_dirs({"target": str(model), "draft": "", "mtp_model": "org/x"}) == [
+        model_picker.DEMO_DIR, model]
+    monkeypatch.setattr(model_picker, "demo_models", lambda: None)
+    assert catalog_dirs({"target": "org/x", "draft": str(tmp_path)}) == []
+
+
+# --- memory: estimate beside the measured peak -----------------------------------------
+
+
+def strip_text(pane) -> str:
+    return str(pane.query_one(".stats-text").render())
+
+
+@run_async
+async def test_a_replay_shows_each_panes_estimate_next_to_its_peak():
+    app = SpecdeckApp(traces=demo_traces(), settings={"num_draft_tokens": 3},
+                      memory_estimates={"plain": 175 * 2**20, "draft": int(12.34 * 2**20)},
+                      wall_clock=lambda: 0.0)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await pilot.pause()
+        app.seek_race(60.0)  # the end: Done carries the peak
+        await pilot.pause()
+        assert "peak 180 MB / est 175 MB" in strip_text(app.pane("plain"))
+        assert "peak 212 MB / est 12.3 MB" in strip_text(app.pane("draft"))
+
+
+def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
+    import tui
+
+    doc = document(sample_traces())
+    doc["config"]["memory_estimates"] = {
+        "plain": {"weights": 100, "total": 1_000}, "draft": {"total": 2_000},
+        "ngram": {"total": "lots"},  # not a byte count: left out
+    }
+    path = tmp_path / "run.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert load_session(path).memory_estimates == {"plain": 1_000, "draft": 2_000}
+    opened = {}
+    monkeypatch.setattr(tui, "run_app", lambda **kwargs: opened.update(kwargs))
+    assert main(["replay", str(path)]) == 0
+    assert opened["memory_estimates"] == {"plain": 1_000, "draft": 2_000}
+
+
+@run_async
+async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
+    pytest.importorskip("mlx_lm")
+    from engines.compare import CompareRequest, estimate_memory
+    from engines.config import DecodeSettings
+
+    request = CompareRequest(
+        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
+        strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
+        settings=DecodeSettings(max_tokens=8, stop_at_eos=False, alternatives=5),
+    )
+    app = SpecdeckApp(request)
+    async with app.run_test(size=(160, 48)) as pilot:
+        await settle(app, pilot)
+        assert app.phase == "measured"
+        prompt_tokens = app.pane("plain").events[0].prompt_tokens
+        expected = estimate_memory(request, prompt_tokens)
+        for name in ("plain", "draft"):
+            pane = app.pane(name)
+            assert pane.memory_estimate == expected[name].total > 0
+            assert f"/ est {expected[name].total / 2**20:.1f} MB" in strip_text(pane)
+
+
+# --- the sweep view ---------------------------------------------------------------------
+
+
+def sweep_cell(prompt: str, strategy: str, speedup: float, k: int | None = None,
+               depth: int | None = None, correct: bool | None = True) -> dict:
+    label = {"plain": "plain", "draft": f"draft k={k}", "mtp": f"mtp depth={depth}"}[strategy]
+    spec = strategy != "plain"
+    return {
+        "prompt": prompt, "kind": prompt, "strategy": strategy, "label": label,
+        "temperature": 0.0, "k": k, "depth": depth, "n": None, "reps": 3,
+        "tokens_per_s": [200.0 * speedup] * 3, "median_tokens_per_s": 200.0 * speedup,
+        "speedup": speedup, "cv": 0.08 if k == 4 else 0.01, "noisy": k == 4,
+        "acceptance_rate": 0.7 if spec else None, "mean_accepted": 1.4 if spec else None,
+        "tokens_per_round": 1.0, "acceptance_by_position": [], "expected_tokens_per_round":
+        None, "cost_ratio": None, "predicted_speedup": 1.2 if spec else None,
+        "peak_memory_bytes": 50 * 2**20, "memory_over_plain_bytes": 2**20 if spec else 0,
+        "correct": correct, "why": f"why {label}",
+    }
+
+
+def sweep_document() -> dict:
+    return {
+        "schema_version": 1, "kind": "sweep", "created": "2026-11-29T10:00:00+00:00",
+        "partial": False, "config": {}, "machine": {"chip": "Test CPU", "os": "Linux 6.1"},
+        "cells": [
+            sweep_cell("code", "plain", 1.0), sweep_cell("code", "draft", 1.5, k=1),
+            sweep_cell("code", "draft", 1.25, k=2), sweep_cell("code", "draft", 0.5, k=4),
+            sweep_cell("prose", "plain", 1.0), sweep_cell("prose", "mtp", 0.75, depth=1),
+            sweep_cell("prose", "mtp", 0.25, depth=2, correct=False),
+        ],
+        "recommendations": ["code @ temp 0: best draft k=1, 1.50x plain",
+                            "prose @ temp 0: speculation never beat plain decoding here"],
+    }
+
+
+@pytest.fixture
+def sweep_file(tmp_path) -> Path:
+    path = tmp_path / "sweep-1.json"
+    path.write_bytes(orjson.dumps(sweep_document()))
+    return path
+
+
+def row_of(lines: list[str], label: str) -> str:
+    return next(line for line in lines if line.lstrip().startswith(label))
+
+
+def test_the_text_chart_puts_each_point_at_its_speedup_and_marks_break_even():
+    chart = plot_speedups({"code: draft": [(1, 1.5), (2, 1.25), (4, 0.5)],
+                           "prose: mtp": [(1, 0.75)]}, width=40, height=12)
+    plot = [line[6:] for line in chart.lines[:12]]
+    # y from 0 to 1.5 over 48 dot rows: 1.5 is the top row, 0.5 the row labelled 0.50.
+    assert row_of(chart.lines, "1.50").endswith("┤" + plot[0]) and plot[0][0] == "●"
+    assert row_of(chart.lines, "0.50")[6:].rstrip().endswith("●")  # k=4: the right edge
+    assert row_of(chart.lines, "0.75")[6] == "■"  # the second series' marker
+    even = row_of(chart.lines, "1.00")
+    assert even.count(BREAK_EVEN) > 30  # the break-even line crosses the plot
+    assert BREAK_EVEN not in "".join(plot[:3])
+    assert chart.lines[13].split() == ["1", "2", "4"]
+    assert chart.legend == ["● code: draft", "■ prose: mtp",
+                            "┄┄ break-even (1.00x plain): above it speculation wins"]
+
+
+@run_async
+async def test_the_sweep_view_shows_table_chart_and_recommendations(sweep_file):
+    sweep = load_sweep(sweep_file)
+    app = SweepApp(sweep)
+    async with app.run_test(size=(140, 60)) as pilot:
+        await pilot.pause()
+        screen = app.screen
+        table = screen.query_one("#sweep-table", DataTable)
+        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        assert rows == [cell_row(c) for c in sweep.cells]
+        assert rows[1][:5] == ["code", "0", "draft k=1", "300.0", "1.50 ▲"]
+        assert rows[3][5] == "0.080 noisy" and rows[6][-1] == "MISMATCH"
+        chart = str(screen.query_one("#sweep-chart").render())
+        assert "● code: draft" in chart and "■ prose: mtp" in chart
+        # prose's depth 2 (0.25x) differs from plain: a correctness failure, not a point.
+        assert "■" not in row_of(chart.splitlines(), "0.25")
+        assert "■" in row_of(chart.splitlines(), "0.75")
+        assert "1.00 ┤" in chart and BREAK_EVEN * 10 in chart
+        recommendations = str(screen.query_one("#sweep-recommendations").render())
+        assert "best draft k=1, 1.50x plain" in recommendations
+        await pilot.press("escape")
+        await pilot.pause()
+    assert app.return_code == 0
+
+
+def test_replay_opens_a_sweep_in_the_sweep_view(sweep_file, monkeypatch):
+    import tui.sweep_view
+
+    opened = []
+    monkeypatch.setattr(tui.sweep_view, "run_sweep_view", opened.append)
+    assert main(["replay", str(sweep_file)]) == 0
+    assert [len(s.cells) for s in opened] == [7]
+
+
+def test_replay_headless_prints_a_sweep_without_mlx_or_textual(sweep_file):
+    env = {**os.environ, "SPECDECK_NO_OPENBLAS": "1"}
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "specdeck", "replay", str(sweep_file),
+         "--headless"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
+                if line.startswith("import time:")}
+    assert "specdeck.sweep_file" in imported  # the listing works
+    assert not {m for m in imported if m.split(".")[0] in ("mlx", "mlx_lm", "optiq", "textual")}
+    out = result.stdout
+    assert "on Test CPU, Linux 6.1" in out
+    assert "draft k=1" in out and "1.50 ▲" in out and "MISMATCH" in out
+    assert "code @ temp 0: best draft k=1, 1.50x plain" in out
+    assert "  code draft k=2: why draft k=2" in out
+
+
+@pytest.mark.parametrize("change, needle", [
+    (lambda d: d["cells"][1].pop("speedup"), "cell 1 lacks speedup"),
+    (lambda d: d["cells"][2].update(noisy="yes"), "cell 2 noisy has the wrong type (str)"),
+    (lambda d: d.update(schema_version=9), "newer specdeck (sweep schema 9)"),
+    (lambda d: d.update(cells={}), "cells must be a list"),
+])
+def test_a_bad_sweep_ends_in_one_line(tmp_path, capsys, change, needle):
+    doc = sweep_document()
+    change(doc)
+    path = tmp_path / "bad.json"
+    path.write_bytes(orjson.dumps(doc))
+    assert main(["replay", str(path), "--headless"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"specdeck: error: {path}: ")
+    assert needle in lines[0]
+
+
+def test_diff_names_a_sweep_as_such(sweep_file, capsys):
+    assert main(["diff", str(sweep_file)]) == 2
+    assert "a sweep, not a session: open it with specdeck replay FILE" in capsys.readouterr().err
+
+
+def test_a_sweep_that_specdeck_wrote_replays(tiny_family, tmp_path, capsys):
+    pytest.importorskip("mlx_lm")
+    out = tmp_path / "sweep.json"
+    assert main([
+        "sweep", "--target", str(tiny_family["llama_target"]),
+        "--draft", str(tiny_family["llama_draft"]), "-k", "1,2", "--reps", "1",
+        "--warmup", "0", "--max-tokens", "6", "--prompt", "def add(a, b):", "--json", str(out),
+    ]) == 0
+    written = capsys.readouterr().out
+    sweep = load_sweep(out)
+    assert [c["label"] for c in sweep.cells] == ["plain", "draft k=1", "draft k=2"]
+    assert main(["replay", str(out), "--headless"]) == 0
+    replayed = capsys.readouterr().out
+    # The same table and recommendations as the sweep printed when it ran.
+    assert replayed.endswith(written) and "draft k=2" in written

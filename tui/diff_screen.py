@@ -1,0 +1,165 @@
+"""The diff screen: two runs (two sessions, or two panes of one) lined up in the app.
+
+It renders a ``specdeck.diff.DiffReport``, the same data ``specdeck diff`` prints: a
+verdict per pair (identical, or the first token where the outputs part), the token-level
+diff inline, the settings and machine values that differ, and every statistic side by
+side with its ratio. Deleted and inserted tokens are component classes (``diff--deleted``,
+``diff--inserted``) styled by the stylesheet, and carry git's word-diff markers
+(``[-...-]``, ``{+...+}``) so they read without colour too.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Footer, Static
+
+from engines.events import Trace
+from specdeck.diff import DiffReport, PaneDiff
+from specdeck.session_commands import format_stat
+from tui.token_view import printable
+
+#: Equal tokens kept on each side of an edit; longer equal stretches are cut short.
+CONTEXT = 12
+#: Run kinds, in legend order (``equal``: both outputs have these tokens).
+DIFF_KINDS = ("equal", "deleted", "inserted", "elided")
+
+
+def _marked(text: str, kind: str) -> str:
+    # A changed newline would be invisible: show it, then break the line as the text does.
+    shown = printable(text).replace("\n", "↵\n")
+    return f"[-{shown}-]" if kind == "deleted" else f"{{+{shown}+}}"
+
+
+def inline_diff(
+    a: Trace, pane: PaneDiff, context: int = CONTEXT
+) -> list[tuple[str, str]]:
+    """``(text, kind)`` runs that read as side a's output (``a``) turned into side b's:
+    equal tokens, then each edit's deleted (a) and inserted (b) text. Equal stretches keep ``context``
+    tokens next to each edit; the rest becomes one ``elided`` run saying how many."""
+    if pane.identical:
+        return []
+    pieces = [p for r in a.rounds for p in r.pieces]
+    runs: list[tuple[str, str]] = []
+
+    def equal(start: int, end: int) -> None:
+        keep_head = context if start > 0 else 0  # after an edit
+        keep_tail = context if end < len(pieces) else 0  # before an edit
+        hidden = end - start - keep_head - keep_tail
+        if hidden <= 1:  # not worth a note
+            if end > start:
+                runs.append((printable("".join(pieces[start:end])), "equal"))
+            return
+        if keep_head:
+            runs.append((printable("".join(pieces[start : start + keep_head])), "equal"))
+        runs.append((f" ⋯ {hidden} equal tokens ⋯ ", "elided"))
+        if keep_tail:
+            runs.append((printable("".join(pieces[end - keep_tail : end])), "equal"))
+
+    position = 0
+    for edit in pane.edits:
+        equal(position, edit.a_start)
+        if edit.a_text:
+            runs.append((_marked(edit.a_text, "deleted"), "deleted"))
+        if edit.b_text:
+            runs.append((_marked(edit.b_text, "inserted"), "inserted"))
+        position = edit.a_end
+    equal(position, len(pieces))
+    return runs
+
+
+class TokenDiff(Widget):
+    """Runs of text styled by kind through the ``diff--<kind>`` component classes."""
+
+    COMPONENT_CLASSES = {f"diff--{kind}" for kind in DIFF_KINDS}
+
+    DEFAULT_CSS = """
+    TokenDiff { height: auto; }
+    """
+
+    def __init__(self, runs: list[tuple[str, str]], *, id: str | None = None,
+                 classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.runs = runs
+
+    @property
+    def plain(self) -> str:
+        """The text as shown, markers included."""
+        return "".join(text for text, _ in self.runs)
+
+    def render(self) -> Text:
+        text = Text()
+        for part, kind in self.runs:
+            text.append(part, self.get_component_rich_style(f"diff--{kind}", partial=True))
+        return text
+
+
+LEGEND = [("diff: ", "equal"), ("[-deleted from a-]", "deleted"), ("  ", "equal"),
+          ("{+inserted in b+}", "inserted"), ("  ", "equal"),
+          (" ⋯ equal tokens left out ⋯ ", "elided")]
+
+
+def _value(value: object, width: int = 48) -> str:
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def changes_table(report: DiffReport) -> Table:
+    table = Table(title="settings and machine that differ", title_justify="left")
+    table.add_column("")
+    table.add_column("a", overflow="fold")
+    table.add_column("b", overflow="fold")
+    for change in report.changes:
+        table.add_row(change.path, _value(change.a), _value(change.b))
+    return table
+
+
+def stats_table(pane: PaneDiff) -> Table:
+    table = Table()
+    for column, justify in (("", "left"), (f"a {pane.a_strategy}", "right"),
+                            (f"b {pane.b_strategy}", "right"), ("b / a", "right")):
+        table.add_column(column, justify=justify)
+    for row in pane.stats:
+        table.add_row(row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
+                      "-" if row.ratio is None else f"{row.ratio:.2f}")
+    return table
+
+
+class DiffScreen(ModalScreen[None]):
+    """A DiffReport, with side a's traces for the equal text around the edits."""
+
+    BINDINGS = [Binding("escape,q", "dismiss", "Close", id="diff.close")]
+
+    def __init__(self, report: DiffReport, a: dict[str, Trace]) -> None:
+        super().__init__(id="diff")
+        self.report = report
+        self.a = a
+
+    def compose(self) -> ComposeResult:
+        report = self.report
+        with VerticalScroll(id="diff-body"):
+            same_run = report.a_label == report.b_label
+            if same_run:
+                title = f"Diff — panes of {report.a_label}"
+            else:
+                title = f"Diff — a: {report.a_label} · b: {report.b_label}"
+            yield Static(title, classes="dialog-title", markup=False)
+            yield TokenDiff(LEGEND, id="diff-legend")
+            if report.changes:
+                yield Static(changes_table(report), id="diff-changes")
+            elif not same_run:
+                yield Static("same settings and machine", id="diff-changes")
+            for i, pane in enumerate(report.panes):
+                verdict = "-identical" if pane.identical else "-different"
+                yield Static(pane.summary(), id=f"diff-verdict-{i}",
+                             classes=f"diff-verdict {verdict}", markup=False)
+                runs = inline_diff(self.a[pane.a_strategy], pane)
+                if runs:
+                    yield TokenDiff(runs, id=f"diff-tokens-{i}", classes="diff-tokens")
+                yield Static(stats_table(pane), id=f"diff-stats-{i}")
+        yield Footer()

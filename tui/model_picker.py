@@ -1,0 +1,195 @@
+"""The model picker: the models ``specdeck models`` lists (the Hugging Face cache, the
+demo family, and the directories already in the settings), to fill a settings field.
+
+For a draft (or an MTP model) the target's tokenizer decides: models sharing its
+fingerprint share its token ids and come first, marked ``suggested`` (smaller than the
+target, smallest first, as ``engines.catalog.suggest_drafts`` orders them); the others
+are marked ``incompatible`` (the run would refuse them). The catalog reads files only:
+the scan runs in a worker thread so a large cache never blocks the app, and nothing
+touches the network.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.message import Message
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Static
+
+from engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
+from engines.demo import DEMO_DIR, demo_models
+from engines.errors import ModelError
+from engines.memory import gb
+from specdeck.models_command import parameters_text, quant_text
+
+#: The settings fields the picker fills, and what they are called in its title.
+ROLES = {"target": "target model", "draft": "draft model", "mtp_model": "MTP model"}
+COLUMNS = ("", "model", "arch", "params", "quant", "disk", "hybrid", "MTP", "tokenizer")
+
+
+@dataclass(frozen=True, slots=True)
+class Choice:
+    """One row of the picker: a model and what it is for the field being filled."""
+
+    model: ModelInfo
+    #: ``suggested``, ``same tokenizer``, ``no MTP head``, ``incompatible`` or
+    #: ``tokenizer unknown`` for draft and MTP models; empty for the target.
+    mark: str
+
+    @property
+    def value(self) -> str:
+        """What goes into the settings field: the hub id of a cached model, else its path."""
+        return self.model.name if self.model.source == "hub" else str(self.model.path)
+
+
+def _same(a: ModelInfo, b: ModelInfo) -> bool:
+    return a.path.resolve() == b.path.resolve()
+
+
+def match_target(field: str, models: list[ModelInfo]) -> ModelInfo | None:
+    """The listed model the target field names (a hub id or a directory), else the
+    directory described from its files, else None."""
+    field = field.strip()
+    path = Path(field).expanduser()
+    for m in models:
+        if m.name == field or (path.is_dir() and m.path.resolve() == path.resolve()):
+            return m
+    try:
+        return describe_dir(path) if path.is_dir() else None
+    except ModelError:
+        return None
+
+
+def rank_choices(role: str, models: list[ModelInfo], target: ModelInfo | None) -> list[Choice]:
+    """The picker's rows for ``role`` (a key of ``ROLES``), best first."""
+    if role == "target":
+        return [Choice(m, "") for m in models]
+    if target is None or target.tokenizer is None:
+        return [Choice(m, "tokenizer unknown") for m in models]
+    shared = [m for m in models if m.tokenizer == target.tokenizer]
+    if role == "draft":
+        first = suggest_drafts(target, shared)
+        rest_mark = "same tokenizer"
+    else:
+        first = [m for m in shared if m.has_mtp_head]
+        rest_mark = "no MTP head"
+    rest = [m for m in shared if not any(_same(m, f) for f in first)]
+    others = [m for m in models if m.tokenizer != target.tokenizer]
+    return ([Choice(m, "suggested") for m in first] + [Choice(m, rest_mark) for m in rest]
+            + [Choice(m, "incompatible" if m.tokenizer else "tokenizer unknown")
+               for m in others])
+
+
+def catalog_dirs(fields: dict[str, str]) -> list[Path]:
+    """Where to look besides the Hugging Face cache: the demo family and every settings
+    field that names a model directory."""
+    dirs = [DEMO_DIR] if demo_models() is not None else []
+    for value in fields.values():
+        path = Path(value.strip()).expanduser() if value.strip() else None
+        if path is not None and (path / "config.json").is_file():
+            dirs.append(path)
+    return dirs
+
+
+def list_models(fields: dict[str, str]) -> list[ModelInfo]:
+    """``find_models`` over ``catalog_dirs`` and the cache, each model once."""
+    unique: list[ModelInfo] = []
+    for m in find_models(catalog_dirs(fields)):
+        if not any(_same(m, u) for u in unique):
+            unique.append(m)
+    return unique
+
+
+def _row(choice: Choice) -> tuple[str, ...]:
+    m = choice.model
+    return (
+        choice.mark, m.name, m.model_type, parameters_text(m.parameters), quant_text(m),
+        gb(m.size_on_disk), "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
+        m.tokenizer or "?",
+    )
+
+
+class ModelPicker(ModalScreen["str | None"]):
+    """Pick a model for ``role``; enter picks the highlighted row, escape cancels."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel")]
+
+    class Scanned(Message):
+        """The catalog, ranked for the field (or the error that stopped the scan)."""
+
+        def __init__(self, choices: list[Choice], error: str | None) -> None:
+            super().__init__()
+            self.choices = choices
+            self.error = error
+
+    def __init__(self, role: str, fields: dict[str, str]) -> None:
+        """``fields``: the settings' model fields as they are now (``target``, ``draft``,
+        ``mtp_model``); the target's decides which drafts are compatible."""
+        super().__init__(id="model-picker")
+        self.role = role
+        self.fields = fields
+        self.choices: list[Choice] = []
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="picker-body"):
+            hint = "" if self.role == "target" else (
+                " — models sharing the target's tokenizer first")
+            yield Static(f"Pick the {ROLES[self.role]}{hint}", classes="dialog-title")
+            yield Static("scanning the Hugging Face cache and model folders…",
+                         id="picker-status")
+            table: DataTable = DataTable(id="picker-table", cursor_type="row")
+            table.add_columns(*COLUMNS)
+            yield table
+            with Horizontal(id="picker-buttons"):
+                yield Button("Pick", id="pick", variant="primary")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self._scan()
+
+    @work(thread=True, exclusive=True, group="catalog")
+    def _scan(self) -> None:
+        """Worker thread: read the catalog (files only); a message, not a call, brings
+        the rows back, so a picker closed meanwhile just drops them."""
+        try:
+            models = list_models(self.fields)
+            target = match_target(self.fields.get("target", ""), models)
+            choices, error = rank_choices(self.role, models, target), None
+        except ModelError as exc:
+            choices, error = [], str(exc)
+        self.post_message(self.Scanned(choices, error))
+
+    @on(Scanned)
+    def _show(self, message: Scanned) -> None:
+        choices, error = message.choices, message.error
+        self.choices = choices
+        table = self.query_one("#picker-table", DataTable)
+        for choice in choices:
+            table.add_row(*_row(choice))
+        status = self.query_one("#picker-status", Static)
+        if error:
+            status.update(f"⚠ {error}")
+        elif not choices:
+            status.update("no models found (name one by its directory in the field instead)")
+        else:
+            suggested = sum(c.mark == "suggested" for c in choices)
+            status.update(f"{len(choices)} models" + (
+                "" if self.role == "target" else f", {suggested} suggested"))
+        table.focus()
+
+    @on(DataTable.RowSelected, "#picker-table")
+    @on(Button.Pressed, "#pick")
+    def _pick(self) -> None:
+        row = self.query_one("#picker-table", DataTable).cursor_row
+        if 0 <= row < len(self.choices):
+            self.dismiss(self.choices[row].value)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)

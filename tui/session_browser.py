@@ -1,0 +1,306 @@
+"""The session browser: every saved run in the sessions directory, newest first, with a
+preview; open one in the panes, rename it, delete it, or diff it with another.
+
+The file operations are ``specdeck.session_store``'s and the diff is ``specdeck.diff``'s;
+this screen only puts a face on them. Nothing here needs mlx, so it works in a replay on
+any machine.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+
+from specdeck.diff import DiffError, diff_sessions
+from specdeck.session import Session, SessionError, load_session
+from specdeck.session_commands import format_stat
+from specdeck.session_store import (
+    SessionSummary,
+    delete_session,
+    list_sessions,
+    rename_session,
+)
+from tui.diff_screen import DiffScreen
+
+#: Prompt lines shown in the preview.
+PROMPT_LINES = 6
+#: Preview columns: (statistic, heading).
+PREVIEW_STATS = (("generated_tokens", "tokens"), ("tokens_per_s", "tok/s"),
+                 ("acceptance_rate", "accepted"), ("speedup_vs_plain", "vs plain"),
+                 ("finish_reason", "end"))
+#: Marks the session chosen as side a of a diff.
+DIFF_MARK = "◆ a"
+
+
+def note(summary: SessionSummary) -> str:
+    """The list's last column: what is wrong with a file, or that it was cut short."""
+    if summary.problem:
+        return "unreadable"
+    return "partial" if summary.partial else ""
+
+
+def preview(summary: SessionSummary) -> Group:
+    """What the preview pane shows for one file, from its header and saved statistics."""
+    head = Text.assemble((summary.path.name, "bold"), f"   {summary.size_bytes / 1024:,.1f} kB")
+    parts: list = [head]
+    if summary.problem:
+        parts.append(Text(f"cannot open it: {summary.problem}", style="bold"))
+        return Group(*parts)
+    if summary.created:
+        parts.append(Text(f"created {summary.created}"))
+    if summary.partial:
+        parts.append(Text("partial: the run was cut short", style="bold"))
+    models = [f"{role} {name}" for role, name in (("target", summary.target),
+                                                  ("draft", summary.draft)) if name]
+    if models:
+        parts.append(Text(" · ".join(models)))
+    if summary.strategies:
+        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
+        table.add_column("strategy")
+        for _, heading in PREVIEW_STATS:
+            table.add_column(heading, justify="right")
+        for name, stats in summary.strategies.items():
+            table.add_row(name, *(format_stat(key, stats.get(key)) for key, _ in PREVIEW_STATS))
+        parts += [Text(""), table]
+    if summary.prompt is not None:
+        lines = summary.prompt.splitlines() or [""]
+        shown = "\n".join(lines[:PROMPT_LINES])
+        more = f"\n… {len(lines) - PROMPT_LINES} more lines" if len(lines) > PROMPT_LINES else ""
+        parts += [Text(""), Text("prompt", style="bold"), Text(shown + more)]
+    return Group(*parts)
+
+
+class RenameDialog(ModalScreen["Path | None"]):
+    """A new name for one session file; a refused name is explained in the dialog."""
+
+    BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="rename.cancel")]
+
+    def __init__(self, path: Path) -> None:
+        super().__init__(id="rename")
+        self.path = path
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="rename-body", classes="dialog"):
+            yield Static(f"Rename {self.path.name}", classes="dialog-title", markup=False)
+            yield Input(self.path.stem, id="rename-name")
+            yield Label("", id="rename-error", markup=False)
+
+    @on(Input.Submitted)
+    def _rename(self, event: Input.Submitted) -> None:
+        try:
+            new = rename_session(self.path, event.value)
+        except SessionError as exc:
+            self.query_one("#rename-error", Label).update(f"⚠ {exc}")
+            return
+        self.dismiss(new)
+
+
+class ConfirmDialog(ModalScreen[bool]):
+    """Yes (y) or no (n, escape) to one question."""
+
+    BINDINGS = [
+        Binding("y", "dismiss(True)", "Yes", id="confirm.yes"),
+        Binding("n,escape", "dismiss(False)", "No", id="confirm.no"),
+    ]
+
+    def __init__(self, question: str, yes: str) -> None:
+        super().__init__(id="confirm")
+        self.question = question
+        self.yes = yes
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="confirm-body", classes="dialog"):
+            yield Static(self.question, classes="dialog-title", markup=False)
+            with Horizontal(classes="dialog-buttons"):
+                yield Button(f"{self.yes} (y)", id="confirm-yes", variant="error")
+                yield Button("Cancel (n)", id="confirm-no")
+
+    @on(Button.Pressed)
+    def _answer(self, event: Button.Pressed) -> None:
+        self.dismiss(event.button.id == "confirm-yes")
+
+
+class SessionBrowser(ModalScreen["Session | None"]):
+    """Saved sessions; dismissed with the session to open in the panes, or None."""
+
+    BINDINGS = [
+        Binding("enter", "open", "Open", id="sessions.open"),
+        Binding("f", "diff_with", "Diff with…", id="sessions.diff"),
+        Binding("r", "rename", "Rename", id="sessions.rename"),
+        Binding("delete,d", "delete", "Delete", key_display="del", id="sessions.delete"),
+        Binding("escape,o,q", "close", "Close", key_display="esc", id="sessions.close"),
+    ]
+
+    def __init__(self, directory: Path) -> None:
+        super().__init__(id="sessions")
+        self.directory = Path(directory)
+        self.summaries: dict[str, SessionSummary] = {}
+        #: The session marked as side a of a diff (``f``), by path.
+        self.marked: Path | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="sessions-body", classes="dialog"):
+            yield Static(f"Sessions in {self.directory}", classes="dialog-title", markup=False)
+            with Horizontal(id="sessions-main"):
+                yield DataTable(id="sessions-table", cursor_type="row")
+                with VerticalScroll(id="session-preview-scroll"):
+                    yield Static("", id="session-preview")
+            yield Static("", id="sessions-status", markup=False)
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(DataTable).add_columns("", "session", "")
+        self.reload()
+
+    # -- the list ----------------------------------------------------------------------
+
+    def reload(self, select: Path | None = None) -> None:
+        """List the directory again, keeping the cursor on ``select`` (or its row)."""
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        summaries = list_sessions(self.directory)
+        self.summaries = {str(s.path): s for s in summaries}
+        if self.marked is not None and str(self.marked) not in self.summaries:
+            self.marked = None
+        table.clear()
+        for summary in summaries:
+            table.add_row(self._mark(summary.path), summary.name, note(summary),
+                          key=str(summary.path))
+        if select is not None and str(select) in self.summaries:
+            row = list(self.summaries).index(str(select))
+        if summaries:
+            table.move_cursor(row=min(row, len(summaries) - 1))
+        self._show_preview()
+        self._show_status()
+
+    def _mark(self, path: Path) -> str:
+        return DIFF_MARK if path == self.marked else ""
+
+    @property
+    def current(self) -> SessionSummary | None:
+        """The highlighted session."""
+        table = self.query_one(DataTable)
+        if not self.summaries or table.cursor_row < 0:
+            return None
+        return list(self.summaries.values())[min(table.cursor_row, len(self.summaries) - 1)]
+
+    @on(DataTable.RowHighlighted)
+    def _show_preview(self) -> None:
+        summary = self.current
+        target = self.query_one("#session-preview", Static)
+        if summary is None:
+            target.update(Text(
+                f"No sessions in {self.directory} yet: every specdeck compare run is "
+                "saved there (--sessions-dir or $SPECDECK_SESSIONS_DIR to look elsewhere)."
+            ))
+        else:
+            target.update(preview(summary))
+
+    def _show_status(self) -> None:
+        if self.marked is not None:
+            text = (f"diff {self.marked.name} with…: choose a session, then enter or f "
+                    "(the same one: its strategies against its first) · esc: unmark")
+        else:
+            text = f"{len(self.summaries)} sessions · enter: open in the panes"
+        self.query_one("#sessions-status", Static).update(text)
+
+    def _readable(self) -> SessionSummary | None:
+        summary = self.current
+        if summary is None:
+            self.notify("no session to act on")
+        elif summary.problem:
+            self.notify(summary.problem, severity="error")  # it names the file
+            return None
+        return summary
+
+    # -- actions -----------------------------------------------------------------------
+
+    @on(DataTable.RowSelected)
+    def action_open(self) -> None:
+        """Open the highlighted session, or diff it with the marked one."""
+        if self.marked is not None:
+            self.action_diff_with()
+            return
+        summary = self._readable()
+        if summary is None:
+            return
+        try:
+            session = load_session(summary.path)
+        except SessionError as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.dismiss(session)
+
+    def action_diff_with(self) -> None:
+        """First press: mark side a. Second press (or enter): diff it with the highlighted."""
+        summary = self._readable()
+        if summary is None:
+            return
+        if self.marked is None:
+            self.marked = summary.path
+            self.reload(select=summary.path)
+            return
+        a_path, self.marked = self.marked, None
+        self.reload(select=summary.path)
+        try:
+            a = load_session(a_path)
+            b = a if summary.path == a_path else load_session(summary.path)
+            report = diff_sessions(a, b, a_label=a_path.name, b_label=summary.path.name)
+        except (SessionError, DiffError) as exc:
+            self.notify(str(exc), severity="error")
+            return
+        self.app.push_screen(DiffScreen(report, a.traces))
+
+    def action_rename(self) -> None:
+        summary = self.current
+        if summary is None:
+            self.notify("no session to rename")
+            return
+
+        def renamed(path: Path | None) -> None:
+            if path is not None:
+                if self.marked == summary.path:
+                    self.marked = path
+                self.reload(select=path)
+                self.notify(f"renamed to {path.name}")
+
+        self.app.push_screen(RenameDialog(summary.path), renamed)
+
+    def action_delete(self) -> None:
+        summary = self.current
+        if summary is None:
+            self.notify("no session to delete")
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if not yes:
+                return
+            try:
+                delete_session(summary.path)
+            except SessionError as exc:
+                self.notify(str(exc), severity="error")
+                return
+            self.reload()
+            self.notify(f"deleted {summary.path.name}")
+
+        self.app.push_screen(
+            ConfirmDialog(f"Delete {summary.path.name}? This cannot be undone.", "Delete"),
+            confirmed,
+        )
+
+    def action_close(self) -> None:
+        """Unmark the diff's side a first; otherwise leave the browser."""
+        if self.marked is not None:
+            self.marked = None
+            self.reload()
+        else:
+            self.dismiss(None)

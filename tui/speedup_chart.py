@@ -1,0 +1,133 @@
+"""The sweep chart in the terminal: speedup over plain decoding against drafts per round,
+one line per prompt and strategy, with the break-even line at 1.0.
+
+Drawn here in Braille dots (2 x 4 per character cell) rather than with a plotting
+library: the chart is a few lines of a fixed shape, and it shares its series
+(``specdeck.chart.series_of``), ranges (``Axes``: log2 x, 0.25 y steps) and colours with
+the SVG that ``specdeck sweep`` writes. Measured points carry a marker per series, so
+lines stay apart without colour.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.text import Text
+from textual.widget import Widget
+
+from specdeck.chart import COLOURS, Axes, series_of
+
+#: One marker per series (cycled), drawn on each measured point.
+MARKERS = "●■▲◆✚★○□△◇"
+#: Braille dot bits by (column, row) within a character cell.
+_DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
+BREAK_EVEN = "┄"
+#: Width of the y-axis labels ("1.25 ┤").
+_LABEL = 6
+
+
+@dataclass
+class TextChart:
+    """The chart as character rows; ``owners`` names the series index that drew each
+    plot cell (None: empty, axis or break-even), for colouring."""
+
+    lines: list[str]
+    owners: list[list[int | None]]
+    legend: list[str]
+
+
+def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
+                  height: int = 14) -> TextChart:
+    """Draw ``series`` (name -> (drafts, speedup) points) in a ``width`` x ``height`` plot
+    area, plus y labels at every 0.25 step that gets a row of its own and x labels."""
+    axes = Axes.of(series)
+    dot_w, dot_h = width * 2, height * 4
+    bits = [[0] * width for _ in range(height)]
+    owners: list[list[int | None]] = [[None] * width for _ in range(height)]
+    glyphs: dict[tuple[int, int], str] = {}
+
+    def dot(x: float, y: float) -> tuple[int, int]:
+        return (round(axes.x_share(x) * (dot_w - 1)), round(axes.y_share(y) * (dot_h - 1)))
+
+    for i, points in enumerate(series.values()):
+        dots = [dot(x, y) for x, y in points]
+        for (c0, r0), (c1, r1) in zip(dots, dots[1:]):
+            steps = max(abs(c1 - c0), abs(r1 - r0), 1)
+            for s in range(steps + 1):
+                c = round(c0 + (c1 - c0) * s / steps)
+                r = round(r0 + (r1 - r0) * s / steps)
+                bits[r // 4][c // 2] |= _DOTS[c % 2][r % 4]
+                owners[r // 4][c // 2] = i
+        for c, r in dots:
+            glyphs[(r // 4, c // 2)] = MARKERS[i % len(MARKERS)]
+            owners[r // 4][c // 2] = i
+
+    even_row = dot(axes.xs[0], 1.0)[1] // 4
+    labels: dict[int, str] = {}
+    ticks = int(round((axes.y_hi - axes.y_lo) / 0.25))
+    for t in range(ticks + 1):
+        value = axes.y_hi - t * 0.25
+        row = dot(axes.xs[0], value)[1] // 4
+        labels.setdefault(row, f"{value:.2f}")
+    labels[even_row] = "1.00"
+
+    lines = []
+    for row in range(height):
+        cells = []
+        for col in range(width):
+            if (row, col) in glyphs:
+                cells.append(glyphs[(row, col)])
+            elif bits[row][col]:
+                cells.append(chr(0x2800 + bits[row][col]))
+            else:
+                cells.append(BREAK_EVEN if row == even_row else " ")
+        tick = "┤" if row in labels else "│"
+        lines.append(f"{labels.get(row, ''):>{_LABEL - 2}} {tick}" + "".join(cells))
+    lines.append(" " * (_LABEL - 1) + "└" + "─" * width)
+    x_labels = [" "] * (width + 4)
+    for x in axes.xs:
+        col = round(axes.x_share(x) * (dot_w - 1)) // 2
+        for j, ch in enumerate(str(x)):
+            x_labels[min(col + j, len(x_labels) - 1)] = ch
+    lines.append(" " * _LABEL + "".join(x_labels).rstrip())
+    lines.append(" " * _LABEL + "drafts per round (k, MTP depth)")
+    legend = [f"{MARKERS[i % len(MARKERS)]} {name}" for i, name in enumerate(series)]
+    legend.append(f"{BREAK_EVEN * 2} break-even (1.00x plain): above it speculation wins")
+    return TextChart(lines, owners, legend)
+
+
+class SpeedupChart(Widget):
+    """The chart of a sweep's cells, sized to the widget (the legend below it)."""
+
+    DEFAULT_CSS = "SpeedupChart { height: auto; }"
+
+    def __init__(self, cells: list[dict], *, plot_height: int = 14, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.series = series_of(cells)
+        self.plot_height = plot_height
+
+    def chart(self, width: int) -> TextChart:
+        return plot_speedups(self.series, max(20, width - _LABEL - 4), self.plot_height)
+
+    def get_content_height(self, container, viewport, width: int) -> int:
+        return self.plot_height + 3 + len(self.series) + 1
+
+    def render(self) -> Text:
+        chart = self.chart(self.size.width)
+        text = Text(no_wrap=True)
+        for row, line in enumerate(chart.lines):
+            if row < len(chart.owners):
+                plot = line[_LABEL:]
+                text.append(line[:_LABEL], style="dim")
+                for col, ch in enumerate(plot):
+                    owner = chart.owners[row][col]
+                    style = COLOURS[owner % len(COLOURS)] if owner is not None else (
+                        "dim" if ch == BREAK_EVEN else "")
+                    text.append(ch, style=style)
+            else:
+                text.append(line, style="dim")
+            text.append("\n")
+        for i, entry in enumerate(chart.legend):
+            style = COLOURS[i % len(COLOURS)] if i < len(self.series) else "dim"
+            text.append(entry + "\n", style=style)
+        return text
