@@ -148,6 +148,16 @@ class Session:
         return strategy_stats(self.traces)
 
     @property
+    def settings(self) -> dict | None:
+        """The run's decode settings, which label replayed panes (k=..., n=...)."""
+        value = self.config.get("settings")
+        return value if isinstance(value, dict) else None
+
+    @property
+    def replay_title(self) -> str:
+        return f"replay: {self.path.name if self.path else 'session'}"
+
+    @property
     def memory_estimates(self) -> dict[str, int]:
         """Each strategy's estimated peak bytes (``config.memory_estimates.<name>.total``),
         for the strategies whose estimate was recorded."""

@@ -116,10 +116,8 @@ def _import_tui(what: str):
 
 def _open_app(session) -> int:
     run_app = _import_tui("session").run_app
-    settings = session.config.get("settings")
-    run_app(traces=session.traces, settings=settings if isinstance(settings, dict) else None,
-            memory_estimates=session.memory_estimates,
-            title=f"replay: {session.path.name if session.path else 'session'}")
+    run_app(traces=session.traces, settings=session.settings,
+            memory_estimates=session.memory_estimates, title=session.replay_title)
     return 0
 
 
@@ -242,14 +240,21 @@ def print_diff(report) -> None:
             )
         if len(pane.edits) > SHOWN_EDITS:
             console.print(f"  ... and {len(pane.edits) - SHOWN_EDITS} more (--json lists all)")
-        table = Table(title_justify="left")
-        for column, justify in (("", "left"), (f"a {pane.a_strategy}", "right"),
-                                (f"b {pane.b_strategy}", "right"), ("b / a", "right")):
-            table.add_column(column, justify=justify)
-        for row in pane.stats:
-            table.add_row(row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
-                          "-" if row.ratio is None else f"{row.ratio:.2f}")
-        console.print(table)
+        console.print(stats_table(pane))
+
+
+def stats_table(pane):
+    """Every statistic of a pair of panes side by side with its ratio (CLI and app)."""
+    from rich.table import Table
+
+    table = Table(title_justify="left")
+    for column, justify in (("", "left"), (f"a {pane.a_strategy}", "right"),
+                            (f"b {pane.b_strategy}", "right"), ("b / a", "right")):
+        table.add_column(column, justify=justify)
+    for row in pane.stats:
+        table.add_row(row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
+                      "-" if row.ratio is None else f"{row.ratio:.2f}")
+    return table
 
 
 def _short(value: Any, width: int = 60) -> str:

@@ -537,12 +537,11 @@ class SpecdeckApp(App[None]):
         self._stop_race()
         self._cancel.set()
         self.run_id += 1
-        settings = session.config.get("settings")
         self.traces = session.traces
-        self.replay_settings = settings if isinstance(settings, dict) else None
+        self.replay_settings = session.settings
         self.memory_estimates = dict(session.memory_estimates)
         self._known = pieces_by_token(self.traces)
-        self.sub_title = f"replay: {session.path.name if session.path else 'session'}"
+        self.sub_title = session.replay_title
         container = self.query_one("#panes")
         await container.remove_children()
         await container.mount_all(self._new_panes())

@@ -21,7 +21,7 @@ from textual.widgets import Footer, Static
 
 from engines.events import Trace
 from specdeck.diff import DiffReport, PaneDiff
-from specdeck.session_commands import format_stat
+from specdeck.session_commands import stats_table
 from tui.token_view import printable
 
 #: Equal tokens kept on each side of an edit; longer equal stretches are cut short.
@@ -116,17 +116,6 @@ def changes_table(report: DiffReport) -> Table:
     table.add_column("b", overflow="fold")
     for change in report.changes:
         table.add_row(change.path, _value(change.a), _value(change.b))
-    return table
-
-
-def stats_table(pane: PaneDiff) -> Table:
-    table = Table()
-    for column, justify in (("", "left"), (f"a {pane.a_strategy}", "right"),
-                            (f"b {pane.b_strategy}", "right"), ("b / a", "right")):
-        table.add_column(column, justify=justify)
-    for row in pane.stats:
-        table.add_row(row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
-                      "-" if row.ratio is None else f"{row.ratio:.2f}")
     return table
 
 
