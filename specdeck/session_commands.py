@@ -77,7 +77,10 @@ def _console():
     """Markup off: prompts, texts and strategy names come from files and may hold '['."""
     from rich.console import Console
 
-    return Console(markup=False, highlight=False, soft_wrap=True)
+    console = Console(markup=False, highlight=False, soft_wrap=True)
+    if not console.is_terminal:  # piped or captured: wide enough for the wide tables
+        console = Console(markup=False, highlight=False, soft_wrap=True, width=160)
+    return console
 
 
 # --- replay ---------------------------------------------------------------------------
@@ -192,11 +195,18 @@ def cmd_diff(args: argparse.Namespace) -> int:
     import orjson
 
     from specdeck.diff import DiffError, diff_sessions
-    from specdeck.session import load_session
+    from specdeck.session import read_document, session_from_document
+    from specdeck.sweep_file import is_sweep, sweep_from_document
 
-    a = load_session(args.a)
+    document = read_document(args.a)
+    if is_sweep(document):
+        if args.b is None:
+            raise DiffError("a sweep is compared with another sweep: specdeck diff A.json B.json")
+        return diff_sweep_files(sweep_from_document(document, args.a),
+                                sweep_from_document(read_document(args.b), args.b), args.json)
+    a = session_from_document(document, args.a)
     same = args.b is None or args.b.resolve() == args.a.resolve()
-    b = a if same else load_session(args.b)
+    b = a if same else session_from_document(read_document(args.b), args.b)
     if args.strategy and same:
         raise DiffError("--strategy compares two sessions; for two strategies of one "
                         "session use --pair A_NAME B_NAME")
@@ -215,6 +225,48 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         print_diff(report)
     return EXIT_SAME if report.identical else EXIT_DIFFERENT
+
+
+def diff_sweep_files(a, b, as_json: bool) -> int:
+    """Two sweeps cell by cell; exit 1 when a cell is missing on one side or its
+    correctness differs (timings always differ a little)."""
+    import orjson
+    from rich.table import Table
+
+    from specdeck.sweep_file import diff_sweeps
+
+    rows = diff_sweeps(a, b)
+    differs = any(
+        row["a"] is None or row["b"] is None or row["a"]["correct"] != row["b"]["correct"]
+        for row in rows
+    )
+    if as_json:
+        sys.stdout.buffer.write(orjson.dumps({"a": str(a.path), "b": str(b.path), "cells": rows},
+                                             option=orjson.OPT_INDENT_2) + b"\n")
+        return EXIT_DIFFERENT if differs else EXIT_SAME
+
+    def value(side: dict | None, name: str, fmt: str) -> str:
+        if side is None:
+            return "missing"
+        v = side[name]
+        return "-" if v is None else format(v, fmt)
+
+    table = Table(title=f"a: {a.path}\nb: {b.path}", title_justify="left")
+    for column in ("prompt", "temp", "setting", "tok/s a", "tok/s b", "speedup a",
+                   "speedup b", "b / a", "accept a", "accept b", "check"):
+        table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
+    for row in rows:
+        ca, cb = row["a"], row["b"]
+        check = "ok" if ca and cb and ca["correct"] == cb["correct"] else "DIFFERS"
+        table.add_row(
+            row["prompt"], f"{row['temperature']:g}", row["label"],
+            value(ca, "median_tokens_per_s", ".1f"), value(cb, "median_tokens_per_s", ".1f"),
+            value(ca, "speedup", ".2f"), value(cb, "speedup", ".2f"),
+            "-" if row["speedup_ratio"] is None else f"{row['speedup_ratio']:.2f}",
+            value(ca, "acceptance_rate", ".0%"), value(cb, "acceptance_rate", ".0%"), check,
+        )
+    _console().print(table)
+    return EXIT_DIFFERENT if differs else EXIT_SAME
 
 
 def print_diff(report) -> None:

@@ -125,3 +125,32 @@ def cell_row(cell: dict) -> list[str]:
         _num(None if over is None else over / 2**20, ".1f"),
         {True: "ok", False: "MISMATCH", None: "-"}[cell["correct"]],
     ]
+
+
+#: What a sweep diff puts side by side for each cell.
+DIFFED = ("median_tokens_per_s", "speedup", "acceptance_rate", "cv", "correct")
+
+
+def diff_sweeps(a: Sweep, b: Sweep) -> list[dict]:
+    """Two sweeps' cells lined up by prompt, temperature and setting.
+
+    One row per cell of either sweep, in ``a``'s order then ``b``'s extras: each diffed
+    value from both sides (None where the cell is missing) and ``speedup_ratio`` (b / a):
+    the same grid measured on two machines, models or versions, compared cell by cell.
+    """
+    def key(cell: dict) -> tuple:
+        return cell["prompt"], cell["temperature"], cell["label"]
+
+    by_key_b = {key(c): c for c in b.cells}
+    keys = [key(c) for c in a.cells] + [k for k in by_key_b if k not in {key(c) for c in a.cells}]
+    by_key_a = {key(c): c for c in a.cells}
+    rows = []
+    for k in keys:
+        ca, cb = by_key_a.get(k), by_key_b.get(k)
+        row = {"prompt": k[0], "temperature": k[1], "label": k[2]}
+        for side, cell in (("a", ca), ("b", cb)):
+            row[side] = None if cell is None else {name: cell[name] for name in DIFFED}
+        sa, sb = (ca or {}).get("speedup"), (cb or {}).get("speedup")
+        row["speedup_ratio"] = sb / sa if sa and sb is not None else None
+        rows.append(row)
+    return rows

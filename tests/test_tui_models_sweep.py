@@ -356,9 +356,30 @@ def test_a_bad_sweep_ends_in_one_line(tmp_path, capsys, change, needle):
     assert needle in lines[0]
 
 
-def test_diff_names_a_sweep_as_such(sweep_file, capsys):
+def test_diff_of_two_sweeps_lines_up_cells(sweep_file, tmp_path, capsys):
+    """The same grid measured twice (another machine, model or version), cell by cell."""
+    from specdeck.sweep_file import diff_sweeps
+
     assert main(["diff", str(sweep_file)]) == 2
-    assert "a sweep, not a session: open it with specdeck replay FILE" in capsys.readouterr().err
+    assert "a sweep is compared with another sweep" in capsys.readouterr().err
+    other = sweep_document()
+    other["cells"][1]["speedup"] = 3.0  # code draft k=1: twice as fast as in a
+    other["cells"][6]["correct"] = True  # prose mtp depth=2 now matches plain
+    del other["cells"][3]  # code draft k=4 not measured in b
+    b = tmp_path / "sweep-2.json"
+    b.write_bytes(orjson.dumps(other))
+    rows = {r["label"] + " " + r["prompt"]: r
+            for r in diff_sweeps(load_sweep(sweep_file), load_sweep(b))}
+    assert rows["draft k=1 code"]["speedup_ratio"] == pytest.approx(2.0)
+    assert rows["draft k=4 code"]["b"] is None
+    assert rows["mtp depth=2 prose"]["a"]["correct"] is False
+    assert main(["diff", str(sweep_file), str(b)]) == 1
+    out = capsys.readouterr().out
+    assert "missing" in out and "DIFFERS" in out and "2.00" in out
+    assert main(["diff", str(sweep_file), str(sweep_file), "--json"]) == 0
+    assert len(orjson.loads(capsys.readouterr().out)["cells"]) == 7
+    assert main(["diff", str(sweep_file), str(ROOT / "sessions" / "examples" / "code-draft-k4.json")]) == 2
+    assert "not a specdeck sweep" in capsys.readouterr().err
 
 
 def test_a_sweep_that_specdeck_wrote_replays(tiny_family, tmp_path, capsys):
