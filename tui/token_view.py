@@ -16,6 +16,7 @@ from rich.style import Style
 from textual.geometry import Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
 
 from engines.events import Round
 
@@ -164,13 +165,25 @@ class TokenView(ScrollView, can_focus=False):
         height = len(self._lines)
         scrolls = height > self.scrollable_content_region.height
         if self.virtual_size.height != height:
-            self.virtual_size = Size(self._wrap_width, height)
+            self._grow(Size(self._wrap_width, height))
         if first == 0 or scrolls:  # rewrapped, or new lines move the view: repaint it all
             self.refresh()
             if self.is_anchored:
                 self.scroll_end(immediate=True, animate=False)
         else:  # only the lines from ``first`` on changed
             self.refresh_lines(first, height - first)
+
+    def _grow(self, size: Size) -> None:
+        """Set the scrollable size. Assigning ``virtual_size`` lays out the whole screen
+        (~25 ms at 160x48), once per new line while text streams in; unless the vertical
+        scrollbar appears or goes, only this view's scrollbar needs updating, as Textual
+        itself does for a size change without layout."""
+        view = self.scrollable_content_region.height
+        if (self.virtual_size.height > view) != (size.height > view):
+            self.virtual_size = size
+            return
+        self.set_reactive(Widget.virtual_size, size)
+        self._scroll_update(size)
 
     def on_resize(self) -> None:
         width = self.scrollable_content_region.width
