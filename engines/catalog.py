@@ -231,19 +231,28 @@ def _is_hybrid(text: dict, model_type: str) -> bool:
     return bool(kinds - {"full_attention", "sliding_attention", "attention"})
 
 
+def require_model_dir(path: Path, label: str | None = None) -> Path:
+    """``path`` when it is a model's folder (it holds config.json); else a ModelError that
+    names ``label`` (default: the path) and what to point at instead."""
+    label = label or str(path)
+    if path.exists() and not path.is_dir():
+        raise ModelError(f"{label} is a file, not a model directory")
+    if not path.is_dir():
+        raise ModelError(f"{label} is not a directory (point at a model's folder)")
+    if not (path / "config.json").is_file():
+        raise ModelError(
+            f"{label} is not a model directory: it has no config.json (point at the folder "
+            "that holds config.json and the *.safetensors files)"
+        )
+    return path
+
+
 def describe_dir(
     path: Path | str, name: str | None = None, source: str = "dir",
     revision: str | None = None, size_on_disk: int | None = None,
 ) -> ModelInfo:
     """Describe the model in ``path``; ModelError when it is not one."""
-    path = Path(path).expanduser()
-    if not path.is_dir():
-        raise ModelError(f"{path} is not a directory (point at a model's folder)")
-    if not (path / "config.json").is_file():
-        raise ModelError(
-            f"{path} is not a model directory: it has no config.json (point at the folder "
-            "that holds config.json and the *.safetensors files)"
-        )
+    path = require_model_dir(Path(path).expanduser())
     config = _read_json(path / "config.json")
     if not isinstance(config, dict):
         raise ModelError(f"{path / 'config.json'} does not hold a JSON object")

@@ -16,6 +16,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map
 
+from engines.catalog import require_model_dir
 from engines.errors import ModelError
 
 #: Files needed to read a model's configuration and tokenizer without its weights.
@@ -49,14 +50,7 @@ def resolve(source: str, revision: str | None = None) -> Path:
     """The local directory holding ``source``'s config and tokenizer (no weights yet)."""
     path = Path(source).expanduser()
     if path.exists():
-        if not path.is_dir():
-            raise ModelError(f"{source} is a file, not a model directory")
-        if not (path / "config.json").is_file():
-            raise ModelError(
-                f"{source} is not a model directory: it has no config.json "
-                "(point at the folder that holds config.json and the *.safetensors files)"
-            )
-        return path
+        return require_model_dir(path, source)
     if not _looks_like_hub_id(source):
         raise ModelError(
             f"model not found: {source} (no such directory; a Hugging Face id looks like "
