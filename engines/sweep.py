@@ -368,7 +368,7 @@ def read_prompt_set(value: str) -> list[SweepPrompt]:
     """Prompts from a prompt file of ``prompts/``'s format, a plain text file, a folder of
     prompt files, a JSONL file (one ``{"prompt": ..., "name"?: ..., "kind"?: ...}`` per
     line) or, failing all those, the text itself."""
-    from prompts import parse_prompt
+    from prompts import parse_prompt, text_of
 
     path = Path(value).expanduser()
     if path.is_dir():
@@ -398,11 +398,7 @@ def read_prompt_set(value: str) -> list[SweepPrompt]:
                     )
                 out.append(SweepPrompt(row.get("name") or f"p{number}", text, row.get("kind", "")))
             return out
-        try:
-            p = parse_prompt(path.stem, content)
-            return [SweepPrompt(p.key, p.text, p.key)]
-        except ValueError:
-            return [SweepPrompt(path.stem, content, path.stem)]
+        return [SweepPrompt(path.stem, text_of(path.stem, content), path.stem)]
     return [SweepPrompt("prompt", value, "prompt")]
 
 

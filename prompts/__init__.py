@@ -47,6 +47,15 @@ def parse_prompt(key: str, content: str) -> Prompt:
     return Prompt(key, fields["name"], fields["description"], text)
 
 
+def text_of(key: str, content: str) -> str:
+    """A prompt file's text: the part after ``---`` for a file in this folder's format,
+    else the whole content (any text file can be a prompt)."""
+    try:
+        return parse_prompt(key, content).text
+    except ValueError:
+        return content
+
+
 def load_prompts(folder: Path = PROMPTS_DIR) -> dict[str, Prompt]:
     """Every prompt in ``folder``, by key, in file-name order."""
     prompts = {}

@@ -34,7 +34,7 @@ class UserError(Exception):
 def read_prompt(value: str) -> str:
     """A prompt given as text or as the path of a text file. A file in the format of
     ``prompts/`` (name and description lines, ``---``, the text) gives only its text."""
-    from prompts import parse_prompt
+    from prompts import text_of
 
     path = Path(value).expanduser()
     try:
@@ -47,10 +47,7 @@ def read_prompt(value: str) -> str:
         content = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise UserError(f"cannot read the prompt file {value}: {exc}") from exc
-    try:
-        return parse_prompt(path.stem, content).text
-    except ValueError:
-        return content
+    return text_of(path.stem, content)
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
