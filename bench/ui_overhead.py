@@ -3,11 +3,11 @@
 1. Tokens/s of one strategy measured by ``run_compare`` headless vs inside the running
    app (headless Textual driver: the compositor renders every batch), on the same
    models, interleaved headless/app/headless/app... The ratio app / headless should be
-   >= 0.95: generation runs in a worker thread and events reach the UI batched. The app
-   run measured is a restart (``r``), so the app's own start-up (which a real model's
-   loading time hides) does not land inside the timed run. The UI thread's CPU use
-   during the run is printed too: on a busy machine the tokens/s ratio is noise, the CPU
-   share the rendering takes is not.
+   >= 0.95: the app measures in its engine process and events reach the UI batched.
+   ``--in-process`` measures in a thread of the app's process instead (what the app did
+   before: rendering then takes the interpreter lock from the measured run). The app
+   run measured is a restart (``r``), so the engine's start-up and model loading do not
+   land inside the timed run. The UI thread's CPU use during the run is printed too.
 2. Time to append 5,000 tokens to a pane in batches of 10 (what the batcher delivers),
    each batch followed by rendering the pane's visible lines: mean milliseconds per batch
    over the first and the last 500 tokens. Flat means the last/first ratio stays near 1.
@@ -39,24 +39,23 @@ from engines.loading import ModelStore  # noqa: E402
 from engines.stats import compute_stats  # noqa: E402
 from tui.app import SpecdeckApp  # noqa: E402
 from tui.token_view import TokenView  # noqa: E402
-from tui_support import words  # noqa: E402
+from tui_support import settle, words  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
 
-async def app_run(request: CompareRequest, store: ModelStore, strategy: str
+async def app_run(request: CompareRequest, store: ModelStore | None, strategy: str
                   ) -> tuple[float, float]:
-    """Tokens/s of ``strategy`` measured inside the app, and the UI thread's CPU use
-    meanwhile (CPU seconds per wall second; stable even on a busy machine)."""
-    app = SpecdeckApp(request, store=store)
+    """Tokens/s of ``strategy`` measured inside the app (in its engine process, or with
+    ``store`` in a thread of its own), and the UI thread's CPU use meanwhile (CPU seconds
+    per wall second)."""
+    app = SpecdeckApp(request, store=store, in_process=store is not None, save_sessions=False)
     async with app.run_test(size=(160, 48)) as pilot:
-        await app.workers.wait_for_complete()
-        await pilot.pause()
+        await settle(app, pilot)
         wall, cpu = time.perf_counter(), time.thread_time()
-        await app.start_run()  # measure a restart: the app is up, as after a model load
-        await app.workers.wait_for_complete()
+        await app.start_run()  # measure a restart: the models are loaded and warm
+        await settle(app, pilot)
         ui_load = (time.thread_time() - cpu) / (time.perf_counter() - wall)
-        await pilot.pause()
         events = app.pane(strategy).events
     return compute_stats(events).tokens_per_s, ui_load
 
@@ -102,6 +101,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--tokens", type=int, default=200)
     parser.add_argument("--reps", type=int, default=5)
     parser.add_argument("--append-tokens", type=int, default=5000)
+    parser.add_argument("--in-process", action="store_true",
+                        help="measure in a thread of the app's process, not its engine process")
     args = parser.parse_args(argv)
 
     if args.target:
@@ -121,7 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     headless, in_app, ui_loads = [], [], []
     for rep in range(args.reps):
         headless.append(headless_tokens_per_s(request, store, args.strategy))
-        tokens_per_s, ui_load = asyncio.run(app_run(request, store, args.strategy))
+        tokens_per_s, ui_load = asyncio.run(
+            app_run(request, store if args.in_process else None, args.strategy))
         in_app.append(tokens_per_s)
         ui_loads.append(ui_load)
         print(f"rep {rep + 1}: headless {headless[-1]:.1f} tok/s, app {in_app[-1]:.1f} tok/s, "
@@ -129,7 +131,9 @@ def main(argv: list[str] | None = None) -> int:
     h, a = statistics.median(headless), statistics.median(in_app)
     # Each app run against the headless run just before it: drift in machine load cancels.
     paired = statistics.median(x / y for x, y in zip(in_app, headless))
-    print(f"{args.strategy}, {args.tokens} tokens, median of {args.reps}: headless {h:.1f} "
+    where = "a thread of the app" if args.in_process else "the app's engine process"
+    print(f"{args.strategy}, {args.tokens} tokens, measured in {where}, median of {args.reps}: "
+          f"headless {h:.1f} "
           f"tok/s, in the app {a:.1f} tok/s; ratio app/headless, median of pairs "
           f"{paired:.3f} (target >= 0.95); UI thread busy "
           f"{statistics.median(ui_loads):.2f} CPU s per s")

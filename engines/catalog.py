@@ -16,7 +16,7 @@ import json
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
 from engines.errors import ModelError
 
@@ -222,6 +222,18 @@ def _tokenizer_fingerprint(path: Path) -> tuple[str | None, int | None]:
         if (path / name).is_file():
             return hashlib.sha256((path / name).read_bytes()).hexdigest()[:12], None
     return None, None
+
+
+def token_decoder(path: Path) -> Callable[[list[int]], str] | None:
+    """Decode token ids with a model folder's ``tokenizer.json`` alone (no weights, no
+    mlx: the app names the target's alternatives this way); None when it has none."""
+    file = Path(path) / "tokenizer.json"
+    if not file.is_file():
+        return None
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(file))
+    return lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
 
 
 def _is_hybrid(text: dict, model_type: str) -> bool:

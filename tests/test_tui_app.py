@@ -5,6 +5,8 @@ panes hold and show, and on their statistics."""
 from __future__ import annotations
 
 import asyncio
+import os
+import signal
 import threading
 import time
 
@@ -102,9 +104,55 @@ async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
 
 
 @run_async
+async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_app(tiny_family):
+    from tokenizers import Tokenizer
+
+    app = SpecdeckApp(make_request(tiny_family))
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        pid = app._host.pid
+        assert pid is not None and pid != os.getpid()
+        draft = app.pane("draft")
+        assert draft.complete and compute_stats(draft.events).generated_tokens == 40
+        # The inspector names the target's alternatives from the tokenizer file alone.
+        tokenizer = Tokenizer.from_file(str(tiny_family["llama_target"] / "tokenizer.json"))
+        round_ = next(e for e in draft.events if isinstance(e, Round) and e.alternatives)
+        token = int(round_.alternatives[0][1][0])
+        assert app.token_text(token) == tokenizer.decode([token], skip_special_tokens=False)
+        await pilot.press("r")  # a restart reuses the process and its loaded models
+        await settle(app, pilot)
+        assert app._host.pid == pid and app.pane("draft").complete
+    # Quitting the app ends the engine process.
+    with pytest.raises(ProcessLookupError):
+        for _ in range(50):
+            os.kill(pid, 0)
+            time.sleep(0.1)
+
+
+@run_async
+async def test_an_engine_process_that_dies_ends_its_run_with_an_error(tiny_family):
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000))
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(600):  # until the first strategy streams
+            if app.phase == "running":
+                break
+            await pilot.pause(0.05)
+        os.kill(app._host.pid, signal.SIGKILL)
+        await settle(app, pilot)
+        assert app.phase == "failed"
+        status = str(app.query_one("#status").render())
+        assert "engine process ended unexpectedly (exit code -9)" in status
+        assert app.pane("draft").status == "not run"
+        app.request = make_request(tiny_family)  # r: a new engine process runs it
+        await pilot.press("r")
+        await settle(app, pilot)
+        assert app.phase == "measured" and app.pane("draft").complete
+
+
+@run_async
 async def test_pause_step_inspect_and_hide_rejected(tiny_family):
     clock = GatedClock(open_calls=60)
-    app = SpecdeckApp(make_request(tiny_family), clock=clock)
+    app = SpecdeckApp(make_request(tiny_family), clock=clock, in_process=True)
     async with app.run_test(size=SIZE) as pilot:
         await clock.wait_blocked()
         await pilot.press("space")
@@ -149,7 +197,7 @@ async def test_pause_step_inspect_and_hide_rejected(tiny_family):
 @run_async
 async def test_cancel_stops_at_once_and_drops_late_events(tiny_family):
     clock = GatedClock(open_calls=60)
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock)
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock, in_process=True)
     async with app.run_test(size=SIZE) as pilot:
         await clock.wait_blocked()
         await pilot.pause()
@@ -293,7 +341,7 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
 
     clock = GatedClock(open_calls=60)
     cancelled_dir = tmp_path / "cancelled"
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock,
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock, in_process=True,
                       sessions_dir=cancelled_dir)
     async with app.run_test(size=SIZE) as pilot:
         await clock.wait_blocked()

@@ -14,10 +14,10 @@ from engines.config import DecodeSettings
 from engines.errors import SettingsError
 from engines.events import Done, Prefill, Round, Trace
 from prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_prompt
+from specdeck.batcher import EventBatcher
 from specdeck.playback import Playback, Schedule, next_speed
-from tui.batcher import EventBatcher
 from tui.inspector import describe_rollback, explain_round
-from tui.token_view import printable, round_tokens
+from tui.token_view import TokenView, printable, round_tokens
 from tui_support import demo_traces, run_async
 
 
@@ -172,19 +172,22 @@ def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys
     assert code == cli.EXIT_USAGE and "model not found" in capsys.readouterr().err
 
 
-@run_async
-async def test_token_view_wraps_new_tokens_only_and_rewraps_on_toggle():
+def one_view_app(width: int, height: int):
+    """An app holding one token view with ``width`` columns for text (and its scrollbar)."""
     from textual.app import App
 
-    from tui.token_view import TokenView
-
     class OneView(App):
-        CSS = "TokenView { width: 12; height: 5; }"
+        CSS = f"TokenView {{ width: {width + 2}; height: {height}; }}"
 
         def compose(self):
             yield TokenView()
 
-    app = OneView()
+    return OneView()
+
+
+@run_async
+async def test_token_view_wraps_new_tokens_only_and_rewraps_on_toggle():
+    app = one_view_app(width=12, height=5)
     async with app.run_test(size=(40, 10)) as pilot:
         view = app.query_one(TokenView)
         await pilot.pause()
@@ -198,3 +201,30 @@ async def test_token_view_wraps_new_tokens_only_and_rewraps_on_toggle():
         assert view.lines() == ["def add b):", "abcdefghijkl", "mnopq"]
         assert view.text(kinds=("accepted",)) == " add"
         assert len(view.tokens) == 6  # hidden, not dropped
+
+
+@run_async
+async def test_token_view_jump_scrolls_half_a_view_at_a_time():
+    app = one_view_app(width=20, height=10)
+    async with app.run_test(size=(40, 12)) as pilot:
+        view = app.query_one(TokenView)
+        await pilot.pause()
+        view.append([(f"line {i}\n", "target") for i in range(9)])
+        await pilot.pause()
+        assert view.scroll_offset.y == 0  # 10 lines (the last one open) fit the view
+        view.append([("line 9\n", "target")])  # the 11th line: jump
+        await pilot.pause()
+        jumped = view.scroll_offset.y
+        assert jumped == 11 - 5  # the last line in the middle of the view
+        rows = [view.render_line(y).text.rstrip() for y in range(10)]
+        assert rows[:5] == [f"line {i}" for i in range(6, 10)] + [""]
+        assert rows[5:] == [""] * 5  # room for the next lines
+        view.append([(f"line {i}\n", "target") for i in range(10, 15)])
+        await pilot.pause()
+        assert view.scroll_offset.y == jumped  # they landed in the room: no scrolling
+        assert view.render_line(9).text.rstrip() == ""  # the open line at the bottom
+        assert view.render_line(8).text.rstrip() == "line 14"
+        view.append([("line 15\n", "target")])
+        await pilot.pause()
+        assert view.scroll_offset.y > jumped  # out of room: the next jump
+        assert "line 15" in [view.render_line(y).text.rstrip() for y in range(10)]

@@ -24,8 +24,14 @@ def run_async(test: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     return wrapper
 
 
-async def settle(app: Any, pilot: Any) -> None:
-    """Let the app's workers finish and the UI take every message they posted."""
+async def settle(app: Any, pilot: Any, timeout: float = 120.0) -> None:
+    """Let the engine end its runs, the app's workers finish and the UI take every
+    message they posted."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while getattr(app, "engine_busy", False):
+        assert loop.time() < deadline, "the engine did not end its run"
+        await pilot.pause(0.1)
     await app.workers.wait_for_complete()
     await pilot.pause()
     await pilot.pause()

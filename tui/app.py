@@ -1,7 +1,8 @@
 """The playground app: one pane per strategy, live runs, races, stepping and inspection.
 
-Live, a worker thread runs ``engines.compare.run_compare`` (strategies one after another,
-each warmed up) and posts batched events; panes stream them as they come. When the
+Live, an engine process (``specdeck.engine_host``) runs ``engines.compare.run_compare``
+(strategies one after another, each warmed up) and streams batched events; panes show
+them as they come, and rendering them cannot slow the run being measured. When the
 comparison is measured, ``g`` races the panes: each replays from its own t = 0 on one
 clock (``specdeck.playback``), so the eye sees the true relative speed. A saved session
 opens straight into the race. Pausing freezes what the panes show (a live run goes on
@@ -12,9 +13,9 @@ one round at a time and the inspector explains that round.
 from __future__ import annotations
 
 import sys
-import threading
 import time
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from textual import on, work
@@ -22,34 +23,38 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
 from textual.timer import Timer
-from textual.widgets import Footer, Header, Static
+from textual.widgets import Footer, Header
 
+from engines.catalog import token_decoder
 from engines.config import MAX_DRAFT_TOKENS
-from engines.errors import ModelError, SettingsError
 from engines.events import Done, Event, Trace
 from engines.machine import blas_library
 from specdeck.diff import diff_sessions
+from specdeck.engine_host import (
+    EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded, TargetLoaded, ThreadHost,
+)
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.session import SCHEMA_VERSION, Session
 from specdeck.session_store import default_sessions_dir
-from tui.batcher import EventBatcher
 from tui.diff_screen import DiffScreen
+from tui.fixed_text import FixedText
 from tui.help_screen import HelpScreen
 from tui.inspector import RoundInspector
 from tui.legend import Legend
-from tui.messages import EstimatesReady, EventsArrived, Progress, RunEnded
+from tui.messages import FromEngine
 from tui.pane import StrategyPane
 from tui.session_browser import SessionBrowser
 from tui.settings_screen import SettingsScreen
 
-if TYPE_CHECKING:  # importing engines.compare loads mlx: only the live worker does
-    from pathlib import Path
-
-    from engines.compare import CompareRequest, CompareResult
+if TYPE_CHECKING:  # importing engines.compare loads mlx: only the engine host does
+    from engines.compare import CompareRequest
     from engines.loading import ModelStore
 
 #: Race frames per second.
 RACE_FPS = 30
+#: While a run streams, statistics strips redraw at most this often: a number that
+#: changes 30 times a second cannot be read, and every redraw takes CPU from the run.
+LIVE_STATS_INTERVAL = 0.25
 #: The target's top alternatives recorded per position, for the inspector.
 INSPECTOR_ALTERNATIVES = 5
 
@@ -116,14 +121,20 @@ class SpecdeckApp(App[None]):
         memory_estimates: dict[str, int] | None = None,
         sessions_dir: "Path | None" = None,
         save_sessions: bool = True,
+        in_process: bool = False,
     ) -> None:
         """Every live run is saved as a session into ``sessions_dir`` (default: the
-        sessions folder) unless ``save_sessions`` is false. ``clock`` times the engine's events; ``wall_clock`` drives the race. Both are
-        injectable so tests and snapshots are deterministic. ``memory_estimates`` (a
+        sessions folder) unless ``save_sessions`` is false. Live runs are measured in an
+        engine process; ``in_process`` runs them in a thread of this one instead, where a
+        ``store`` of loaded models and a ``clock`` timing the engine's events can be
+        injected (tests gate the clock to hold a run mid-way). ``wall_clock`` drives the
+        race, injectable so snapshots are deterministic. ``memory_estimates`` (a
         replay's, per strategy) are shown next to each pane's measured peak; a live run
         makes its own."""
         if (request is None) == (traces is None):
             raise ValueError("give either a request (live) or traces (replay)")
+        if not in_process and (store is not None or clock is not time.perf_counter):
+            raise ValueError("a model store or an engine clock works in_process only")
         super().__init__()
         if request is not None and request.settings.alternatives < INSPECTOR_ALTERNATIVES:
             settings = replace(request.settings, alternatives=INSPECTOR_ALTERNATIVES)
@@ -131,12 +142,14 @@ class SpecdeckApp(App[None]):
         self.request = request
         self.traces = traces
         self.replay_settings = settings
-        self.store = store
-        self.clock = clock
+        post = lambda message: self.post_message(FromEngine(message))  # noqa: E731
+        self._host = ThreadHost(post, store, clock) if in_process else ProcessHost(post)
         self.wall_clock = wall_clock
         if title:
             self.sub_title = title
         self.run_id = 0
+        #: The last run handed to the engine, and the last one it ended (cancelled too).
+        self.runs_submitted = self.runs_ended = 0
         self.phase = "idle"
         self.paused = False
         self.speed = 1.0
@@ -145,8 +158,7 @@ class SpecdeckApp(App[None]):
         self._race_timer: Timer | None = None
         self._race_last = 0.0
         self._status_text = ""
-        self._cancel = threading.Event()
-        self._engine_lock = threading.Lock()
+        self._stats_shown_at = 0.0
         self._decode: Callable[[list[int]], str] | None = None
         self._known = pieces_by_token(traces) if traces else {}
         self._panes: dict[str, StrategyPane] = {}
@@ -171,7 +183,7 @@ class SpecdeckApp(App[None]):
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield Static("", id="status")
+        yield FixedText(id="status")
         yield Legend()
         with Container(id="panes"):
             yield from self._new_panes()
@@ -193,7 +205,7 @@ class SpecdeckApp(App[None]):
             await self.start_run()
 
     def on_unmount(self) -> None:
-        self._cancel.set()
+        self._host.close()
         self._stop_race()
 
     def set_status(self, text: str) -> None:
@@ -203,7 +215,7 @@ class SpecdeckApp(App[None]):
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
-        self.query_one("#status", Static).update(f"{text}   [{' · '.join(flags)}]")
+        self.query_one("#status", FixedText).text = f"{text}   [{' · '.join(flags)}]"
         self._status_text = text
 
     def _restatus(self) -> None:
@@ -214,8 +226,7 @@ class SpecdeckApp(App[None]):
     async def start_run(self) -> None:
         """Cancel whatever runs, clear the panes and measure the request's strategies."""
         self._stop_race()
-        self._cancel.set()
-        self._cancel = threading.Event()
+        self._host.cancel(self.run_id)
         self.run_id += 1
         self._decode = None  # the target may have changed
         self.memory_estimates = {}  # the run estimates its own
@@ -233,78 +244,54 @@ class SpecdeckApp(App[None]):
             pane.refresh_stats(None)
         self.phase = "loading"
         self.set_status("loading models…")
-        self._measure(self.run_id, self.request, self._cancel)
-
-    @work(thread=True, exclusive=True, group="measure")
-    def _measure(self, run_id: int, request: "CompareRequest", cancel: threading.Event) -> None:
-        """Worker thread: run the comparison, posting events in batches."""
-        from engines.compare import run_compare
-        from engines.loading import ModelStore
-
-        post = self.post_message
-        batcher = EventBatcher(lambda batch: post(EventsArrived(run_id, batch)))
-
-        def on_event(name: str, event: Event) -> None:
-            if self._decode is None and not cancel.is_set():  # the target is loaded now
-                tokenizer = self.store.get(request.target, request.revision).tokenizer
-                self._decode = tokenizer.decode
-            batcher.add(name, event)
-
-        with self._engine_lock:  # a cancelled run finishes its round before the next starts
-            if cancel.is_set():
-                return
-            if self.store is None:
-                self.store = ModelStore()
-            error = saved = None
-            try:
-                result = run_compare(
-                    request, self.store, on_event=on_event,
-                    progress=lambda text: post(Progress(run_id, text)),
-                    on_estimates=lambda estimates: post(EstimatesReady(run_id, {
-                        name: e.total for name, e in (estimates or {}).items()})),
-                    cancelled=cancel.is_set, clock=self.clock,
-                )
-                if self.save_sessions and result.traces:
-                    saved = str(self._save(result))
-            except (SettingsError, ModelError) as exc:
-                error = str(exc)
-            except Exception as exc:  # shown in the app, which stays usable
-                error = f"{type(exc).__name__}: {exc}"
-            batcher.flush()
-            post(RunEnded(run_id, error, saved))
-
-    def _save(self, result: "CompareResult") -> "Path":
-        """Save a measured (or cancelled: partial) run, as ``specdeck compare`` does."""
-        from engines.machine import describe_machine
-        from specdeck.session import build_document, compare_config
-        from specdeck.session_store import autosave
-
-        document = build_document(compare_config(result), describe_machine(), result.traces)
-        return autosave(document, self.sessions_dir)
+        self.runs_submitted = self.run_id
+        self._host.submit(RunCommand(
+            self.run_id, self.request, self.save_sessions,
+            str(self.sessions_dir) if self.sessions_dir is not None else None,
+        ))
 
     def token_text(self, token: int) -> str | None:
         if token in self._known:
             return self._known[token]
         return self._decode([token]) if self._decode else None
 
-    @on(EstimatesReady)
-    def _estimates(self, message: EstimatesReady) -> None:
-        if message.run_id != self.run_id:
-            return
+    @on(FromEngine)
+    def _from_engine(self, message: FromEngine) -> None:
+        payload = message.payload
+        if isinstance(payload, RunEnded):
+            self.runs_ended = max(self.runs_ended, payload.run_id)
+        if payload.run_id != self.run_id:
+            return  # a cancelled or replaced run
+        handle = {EventBatch: self._events, Progress: self._progress, Estimates: self._estimates,
+                  TargetLoaded: self._target_loaded, RunEnded: self._ended}[type(payload)]
+        handle(payload)
+
+    @property
+    def engine_busy(self) -> bool:
+        """A run handed to the engine has not ended yet (a cancelled one may still be
+        finishing its round)."""
+        return self.runs_ended < self.runs_submitted
+
+    def _estimates(self, message: Estimates) -> None:
         self.memory_estimates = message.totals
         for pane in self.panes:
             pane.memory_estimate = message.totals.get(pane.strategy)
         self._refresh_stats()
 
-    @on(Progress)
     def _progress(self, message: Progress) -> None:
-        if message.run_id == self.run_id:
-            self.set_status(message.text + "…")
+        self.set_status(message.text + "…")
 
-    @on(EventsArrived)
-    def _events(self, message: EventsArrived) -> None:
-        if message.run_id != self.run_id:
-            return  # a cancelled or replaced run
+    def _target_loaded(self, message: TargetLoaded) -> None:
+        self._load_decoder(message.run_id, message.path)
+
+    @work(thread=True, group="decoder")
+    def _load_decoder(self, run_id: int, path: str) -> None:
+        """Read the target's tokenizer (no weights) to name the inspector's alternatives."""
+        decode = token_decoder(Path(path))
+        if run_id == self.run_id:
+            self._decode = decode
+
+    def _events(self, message: EventBatch) -> None:
         self.phase = "running"
         by_pane: dict[str, list[Event]] = {}
         for name, event in message.batch:
@@ -312,16 +299,17 @@ class SpecdeckApp(App[None]):
         for name, events in by_pane.items():
             pane = self.pane(name)
             pane.receive(events)
-            if not any(isinstance(e, Done) for e in pane.events):
+            if pane.status == "waiting":
                 pane.status = "running"
             if not self.paused:
                 pane.show_until(len(pane.events))
-        self._refresh_stats()
+        now = time.monotonic()
+        finished = any(isinstance(event, Done) for _, event in message.batch)
+        if finished or now - self._stats_shown_at >= LIVE_STATS_INTERVAL:
+            self._stats_shown_at = now
+            self._refresh_stats()
 
-    @on(RunEnded)
     def _ended(self, message: RunEnded) -> None:
-        if message.run_id != self.run_id:
-            return
         if message.error:
             self.phase = "failed"
             self.set_status(f"error: {message.error}   (s: settings, r: retry)")
@@ -338,7 +326,7 @@ class SpecdeckApp(App[None]):
     def action_cancel(self) -> None:
         """Stop now: panes keep what they have; later events of the run are dropped."""
         if self.phase in ("loading", "running"):
-            self._cancel.set()
+            self._host.cancel(self.run_id)
             self.run_id += 1
             self.phase = "cancelled"
             for pane in self.panes:
@@ -535,7 +523,7 @@ class SpecdeckApp(App[None]):
         """Replay a saved session in the panes, as ``specdeck replay`` does. A live run is
         cancelled; ``s``, ``[`` or ``]`` go back to live runs."""
         self._stop_race()
-        self._cancel.set()
+        self._host.cancel(self.run_id)
         self.run_id += 1
         self.traces = session.traces
         self.replay_settings = session.settings

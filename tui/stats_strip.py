@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from textual.app import ComposeResult
 from textual.containers import Vertical
-from textual.reactive import reactive
-from textual.widget import Widget
 from textual.widgets import Sparkline
 
 from engines.events import Event, Round
 from engines.stats import Stats, compute_stats
+from tui.fixed_text import FixedText
 
 
 def _ms(seconds: float | None) -> str:
@@ -63,23 +62,12 @@ def format_stats(stats: Stats, baseline_tokens_per_s: float | None, is_baseline:
     return "\n".join(lines)
 
 
-class StatsText(Widget):
-    """Fixed-height text: changing it repaints the strip without a layout pass (a
-    ``Static.update`` re-lays out the screen, too slow at 40 updates a second)."""
-
-    DEFAULT_CSS = "StatsText { height: 3; }"
-
-    text = reactive("", layout=False)
-
-    def render(self) -> str:
-        return self.text
-
-
 class StatsStrip(Vertical):
     """The statistics under a pane; ``update_from`` recomputes from the shown events."""
 
     DEFAULT_CSS = """
     StatsStrip { height: auto; }
+    StatsStrip > .stats-text { height: 3; }
     """
 
     def __init__(self, *, is_baseline: bool = False, **kwargs) -> None:
@@ -88,7 +76,7 @@ class StatsStrip(Vertical):
         self.stats: Stats = compute_stats([])
 
     def compose(self) -> ComposeResult:
-        yield StatsText(classes="stats-text")
+        yield FixedText(classes="stats-text")
         sparkline = Sparkline([], classes="stats-sparkline")
         sparkline.tooltip = "accepted drafts per round"
         yield sparkline
@@ -96,7 +84,7 @@ class StatsStrip(Vertical):
     def update_from(self, events: list[Event], baseline_tokens_per_s: float | None,
                     memory_estimate: int | None = None) -> Stats:
         self.stats = compute_stats(events)
-        self.query_one(StatsText).text = format_stats(
+        self.query_one(FixedText).text = format_stats(
             self.stats, baseline_tokens_per_s, self.is_baseline, memory_estimate
         )
         self.query_one(Sparkline).data = [

@@ -50,7 +50,7 @@ class TokenView(ScrollView, can_focus=False):
     COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS}
 
     DEFAULT_CSS = """
-    TokenView { height: 1fr; }
+    TokenView { height: 1fr; overflow-x: hidden; scrollbar-gutter: stable; }
     """
 
     def __init__(self, *, name: str | None = None, id: str | None = None,
@@ -62,9 +62,12 @@ class TokenView(ScrollView, can_focus=False):
         self._last_width = 0  # cells used on the open last line
         self._wrap_width = 0
         self._show_rejected = True
-        #: Rendered lines by index (None: not rendered); only the end ever changes.
+        #: Rendered lines by index (None: not rendered); only the end ever changes. Each
+        #: is cropped to the view: rendering a frame while text streams makes no strips.
         self._strips: list[Strip | None] = []
+        self._strips_crop = (0, 0)  # (scroll_x, width) the strips are cropped to
         self._styles: dict[str, Style] = {}
+        self._base: Style | None = None  # the view's own style (costly to look up)
 
     def on_mount(self) -> None:
         self.anchor()
@@ -162,16 +165,21 @@ class TokenView(ScrollView, can_focus=False):
 
     def _changed_from(self, first: int) -> None:
         del self._strips[first:]
-        height = len(self._lines)
-        scrolls = height > self.scrollable_content_region.height
+        lines = len(self._lines)
+        if first and lines <= self.virtual_size.height:
+            self.refresh_lines(first, lines - first)  # new lines land in the room below
+            return
+        # Rewrapped, or the text reached the bottom: jump scroll, as xterm does. The last
+        # line moves to the middle, so the next half view of lines arrives without
+        # scrolling; scrolling repaints the whole view, which costs the measured run
+        # CPU (at most once per half view, not once per line).
+        view = self.scrollable_content_region.height
+        height = lines + view // 2 if lines > view else max(view, lines)
         if self.virtual_size.height != height:
             self._grow(Size(self._wrap_width, height))
-        if first == 0 or scrolls:  # rewrapped, or new lines move the view: repaint it all
-            self.refresh()
-            if self.is_anchored:
-                self.scroll_end(immediate=True, animate=False)
-        else:  # only the lines from ``first`` on changed
-            self.refresh_lines(first, height - first)
+        self.refresh()
+        if self.is_anchored and lines > view:
+            self.scroll_end(immediate=True, animate=False)
 
     def _grow(self, size: Size) -> None:
         """Set the scrollable size. Assigning ``virtual_size`` lays out the whole screen
@@ -196,6 +204,7 @@ class TokenView(ScrollView, can_focus=False):
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._styles.clear()
+        self._base = None
         self._strips.clear()
 
     def _style(self, kind: str) -> Style:
@@ -209,15 +218,20 @@ class TokenView(ScrollView, can_focus=False):
         scroll_x, scroll_y = self.scroll_offset
         index = scroll_y + y
         width = self.scrollable_content_region.width
-        base = self.rich_style
+        if self._base is None:
+            self._base = self.rich_style
+        base = self._base
         if index >= len(self._lines):
             return Strip.blank(width, base)
+        if self._strips_crop != (scroll_x, width):
+            self._strips_crop = (scroll_x, width)
+            self._strips.clear()
         if index >= len(self._strips):
             self._strips.extend([None] * (index + 1 - len(self._strips)))
         strip = self._strips[index]
         if strip is None:
             strip = Strip(
                 [Segment(text, base + self._style(kind)) for text, kind in self._lines[index]]
-            )
+            ).crop_extend(scroll_x, scroll_x + width, base)
             self._strips[index] = strip
-        return strip.crop_extend(scroll_x, scroll_x + width, base)
+        return strip
