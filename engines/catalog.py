@@ -32,6 +32,9 @@ HYBRID_TYPES = {
     "qwen3_next", "qwen3_5", "qwen3_5_moe", "falcon_h1", "granitemoehybrid", "nemotron_h",
     "lfm2", "lfm2_moe", "jamba", "mamba", "mamba2", "recurrent_gemma", "plamo2", "kimi_linear",
 }
+#: Hybrid types whose verify pass keeps every position's recurrent state instead of
+#: restoring and replaying (``engines.capture``; mlx-optiq's Qwen3.5/3.6 layout).
+CAPTURE_TYPES = {"qwen3_5", "qwen3_5_moe"}
 #: Tensors on disk that mlx-lm's ``sanitize`` drops (vision towers; MTP heads, which
 #: ``engines.mtp`` loads separately).
 _DROPPED_PREFIXES = ("vision_tower.", "model.visual.", "visual.", "audio_tower.")

@@ -16,8 +16,9 @@ from typing import Literal, Union
 EndKind = Literal["target", "correction", "bonus"]
 
 #: What the cache rewind after a verify pass did: nothing to undo, trimmed the rejected
-#: positions, or restored a recurrent state and replayed the accepted tokens.
-Rollback = Literal["none", "trim", "replay"]
+#: positions, restored a recurrent state and replayed the accepted tokens, or set each
+#: recurrent layer to the state the verify pass kept for the last accepted position.
+Rollback = Literal["none", "trim", "replay", "captured"]
 
 FinishReason = Literal["length", "stop", "cancelled", "error"]
 

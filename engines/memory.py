@@ -10,9 +10,10 @@ bytes mlx really allocates:
   grows, joins a fresh zeroed step onto each attention layer (that step is counted too);
   a ``RotatingKVCache`` (``max_kv_size``) stops at its window;
 - recurrent state (``ArraysCache`` of gated delta net layers: conv state and a float32
-  state matrix per layer) and what exact rollback holds on to: one extra state per
-  hybrid target during a verify pass, one per draft step for a hybrid draft, a copy of a
-  wrapped rotating window;
+  state matrix per layer) and what exact rollback holds on to: a Qwen3.5/3.6 target's
+  verify pass keeps one state per position it feeds (``engines.capture``), another
+  hybrid target keeps the state from before the pass; one per draft step for a hybrid
+  draft; a copy of a wrapped rotating window;
 - the draft model's own cache, and the MTP head (dequantised by mlx-optiq);
 - the largest forward pass's transients: a prefill chunk or a verify pass (hidden
   states, MLP intermediates, float32 attention scores, and float32 log-probabilities
@@ -29,7 +30,7 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engines.catalog import ModelInfo
+from engines.catalog import CAPTURE_TYPES, ModelInfo
 from engines.config import DecodeSettings
 from engines.errors import ModelError
 
@@ -212,7 +213,8 @@ def estimate(
     )
     snapshot = 0
     if drafts:
-        snapshot = recurrent  # the state before the verify pass, held until it is judged
+        # Each fed position's state (capture), or the state before the pass (restore).
+        snapshot = recurrent * (drafts + 1 if model.model_type in CAPTURE_TYPES else 1)
         window = settings.max_kv_size
         if window is not None and tokens > window:
             snapshot += kv  # a wrapped window is copied before it is written

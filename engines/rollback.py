@@ -32,6 +32,8 @@ class Rewind(enum.Enum):
     NONE = "none"
     TRIM = "trim"
     REPLAY = "replay"
+    #: Recurrent layers set from per-position states of the pass (``engines.capture``).
+    CAPTURED = "captured"
 
 
 def _trims_exactly(layer: Any, upcoming: int) -> bool:

@@ -16,6 +16,7 @@ import mlx.core as mx
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
+from engines.capture import CapturedPass, commit_prefix, forward_captured, supports_capture
 from engines.config import DecodeSettings
 from engines.decoding import Clock, Output, Timer, forward, forward_hidden, prefill_event
 from engines.events import EndKind, Event, Round
@@ -77,6 +78,9 @@ def run_speculative(
     proposer.begin(prompt, pending)
     yield pre
 
+    # Hybrid targets keep each position's recurrent state in the verify pass, so a
+    # rejection never needs a second pass (``engines.capture``).
+    captures = supports_capture(model)
     last = pre.t
     index = 0
     while not output.finished:
@@ -88,12 +92,17 @@ def run_speculative(
         after_draft = timer.now()
 
         with mx.stream(generation_stream):
-            point = checkpoint(cache, 1 + k)
             verified = mx.concatenate([pending, drafts])
-            if proposer.wants_hidden:
-                logprobs, hidden = forward_hidden(model, cache, verified)
+            captured: CapturedPass | None = None
+            if captures:
+                captured = forward_captured(model, cache, verified, proposer.wants_hidden)
+                logprobs, hidden = captured.logprobs, captured.hidden
             else:
-                logprobs, hidden = forward(model, cache, verified), None
+                point = checkpoint(cache, 1 + k)
+                if proposer.wants_hidden:
+                    logprobs, hidden = forward_hidden(model, cache, verified)
+                else:
+                    logprobs, hidden = forward(model, cache, verified), None
             lp = sampling_logprobs(logprobs, sampling)
             verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
             wanted = [verdict.passed, verdict.fallback, verdict.target_probs, verdict.draft_probs]
@@ -106,8 +115,13 @@ def run_speculative(
         accepted = next((i for i, ok in enumerate(passed) if not ok), k)
         token = verdict.fallback[accepted].item()
 
-        action = rewind(cache, point, keep=1 + accepted)
         replayed = 0
+        if captured is not None:
+            action = Rewind.NONE if accepted == k else Rewind.CAPTURED
+            if action is Rewind.CAPTURED:
+                commit_prefix(cache, captured, keep=1 + accepted, fed=1 + k)
+        else:
+            action = rewind(cache, point, keep=1 + accepted)
         if action is Rewind.REPLAY:
             replayed = 1 + accepted
             with mx.stream(generation_stream):

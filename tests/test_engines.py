@@ -63,16 +63,31 @@ def test_draft_equals_plain_at_temperature_zero(tiny_family, store, target, draf
         assert spec.done.reason == "length"
 
 
-def test_hybrid_pair_accepts_some_and_replays(tiny_family, store) -> None:
-    """Both models hybrid: rejections force the target to restore and replay."""
+def test_hybrid_rejections_rewind_from_captured_states(tiny_family, store) -> None:
+    """Both models hybrid: a rejection sets the target's recurrent layers to the state
+    its verify pass kept for the last accepted position; nothing is fed twice."""
     models = pair(store, tiny_family, "hybrid_target", "hybrid_draft")
     trace = run("draft", models, greedy(num_draft_tokens=4))
     stats = compute_stats(trace.events)
     assert 0.1 < stats.acceptance_rate < 0.95
-    kinds = {r.rollback for r in trace.rounds}
-    assert "replay" in kinds
-    replays = [r for r in trace.rounds if r.rollback == "replay"]
-    assert all(r.replayed == r.accepted + 1 for r in replays)
+    rejected = [r for r in trace.rounds if r.accepted < len(r.drafted)]
+    assert rejected and all(r.rollback == "captured" for r in rejected)
+    assert all(r.replayed == 0 for r in trace.rounds)
+
+
+def test_hybrid_without_capture_restores_and_replays(tiny_family, store, monkeypatch) -> None:
+    """Recurrent layers of another layout (mamba, ...) have no captured states: the
+    target restores the state from before the pass and feeds the kept tokens again."""
+    import engines.speculative
+
+    monkeypatch.setattr(engines.speculative, "supports_capture", lambda model: False)
+    models = pair(store, tiny_family, "hybrid_target", "hybrid_draft")
+    plain = run("plain", models, greedy())
+    for k in (1, 4):
+        trace = run("draft", models, greedy(num_draft_tokens=k))
+        assert trace.tokens == plain.tokens
+        replays = [r for r in trace.rounds if r.rollback == "replay"]
+        assert replays and all(r.replayed == r.accepted + 1 for r in replays)
 
 
 def test_round_structure(tiny_family, store) -> None:

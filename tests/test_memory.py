@@ -102,12 +102,15 @@ def test_terms(tiny_family) -> None:
     window = estimate("plain", llama, replace(settings, max_tokens=2000, max_kv_size=256), 20)
     assert window.kv_cache == layers * KV_STEP * per_position
     assert plain.recurrent_state == plain.rollback_snapshot == 0
-    # Hybrids: speculation holds one more recurrent state; a hybrid draft one per step.
+    # Hybrids: a Qwen3.5 verify pass keeps one recurrent state per fed position (other
+    # hybrids one state from before the pass); a hybrid draft one per step.
     hybrid = describe_dir(tiny_family["hybrid_target"])
     h_plain = estimate("plain", hybrid, settings, 20)
     h_ngram = estimate("ngram", hybrid, settings, 20)
     assert h_plain.recurrent_state > 0 and h_plain.rollback_snapshot == 0
-    assert h_ngram.rollback_snapshot == h_ngram.recurrent_state
+    assert h_ngram.rollback_snapshot == (settings.ngram_k + 1) * h_ngram.recurrent_state
+    other = estimate("ngram", replace(hybrid, model_type="falcon_h1"), settings, 20)
+    assert other.rollback_snapshot == other.recurrent_state
     draft = describe_dir(tiny_family["hybrid_draft"])
     k2 = estimate("draft", hybrid, replace(settings, num_draft_tokens=2), 20, draft=draft)
     k6 = estimate("draft", hybrid, replace(settings, num_draft_tokens=6), 20, draft=draft)

@@ -76,8 +76,9 @@ def test_mtp_equals_plain_at_temperature_zero(models) -> None:
             produced += len(r.tokens)
         rate = compute_stats(trace.events).acceptance_rate
         assert 0.1 < rate < 0.9, (depth, rate)  # the head agrees with the trunk in part
-        if depth > 1:  # hybrid cache: partial accepts restore the recurrent state
-            assert any(r.rollback == "replay" for r in rounds)
+        # Hybrid target: a rejection rewinds from the verify pass's captured states.
+        assert any(r.rollback == "captured" for r in rounds)
+        assert all(r.rollback != "replay" and r.replayed == 0 for r in rounds)
 
 
 @pytest.fixture(scope="module")

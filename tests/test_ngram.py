@@ -97,14 +97,14 @@ def test_ngram_equals_plain_at_temperature_zero(tiny_family, store, target, n) -
 
 
 def test_hybrid_rejections_roll_back_exactly(tiny_family, store) -> None:
-    """Rejected lookups on a hybrid target restore its recurrent state and replay."""
+    """Rejected lookups on a hybrid target rewind from the verify pass's captured states."""
     models = Models(store.get(str(tiny_family["hybrid_target"])))
     ids = models.target.tokenizer.encode(PROMPT)
     trace = run("ngram", models, ids, fixed(64, ngram_n=1, ngram_k=4))
     assert trace.tokens == run("plain", models, ids, fixed(64)).tokens
     partial = [r for r in trace.rounds if 0 < r.accepted < len(r.drafted)]
-    assert partial and all(r.rollback == "replay" for r in partial)
-    assert all(r.replayed == 1 + r.accepted for r in partial)
+    assert partial and all(r.rollback == "captured" for r in partial)
+    assert all(r.replayed == 0 for r in trace.rounds)
 
 
 def test_repeating_prompt_accepts_most_drafts(tiny_family, store) -> None:

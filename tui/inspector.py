@@ -97,6 +97,13 @@ def describe_rollback(event: Round) -> str:
     if event.rollback == "trim":
         dropped = len(event.rejected)
         return f"rollback: trimmed {dropped} rejected position{'s' * (dropped != 1)} from the caches"
+    if event.rollback == "captured":
+        dropped = len(event.rejected)
+        return (
+            f"rollback: trimmed {dropped} rejected position{'s' * (dropped != 1)} from the "
+            "attention caches and set each recurrent layer to the state the verify pass "
+            "kept after the last accepted token (no replay)"
+        )
     if event.rollback == "replay":
         return (
             "rollback: restored the recurrent state from before the verify pass and "
