@@ -122,6 +122,8 @@ def test_explain_round_greedy_and_sampled():
     assert "norm(max(0, p − q))" in rows[3].reason
     assert rows[3].alternatives[0] == ("#8", .7)
     assert "replayed 1 accepted token" in describe_rollback(sampled)
+    captured = describe_rollback(replace(greedy, rollback="captured"))
+    assert "trimmed 2 rejected positions" in captured and "no replay" in captured
 
 
 def test_settings_form_builds_a_validated_request(tmp_path):
