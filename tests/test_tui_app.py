@@ -150,6 +150,23 @@ async def test_an_engine_process_that_dies_ends_its_run_with_an_error(tiny_famil
 
 
 @run_async
+async def test_quitting_mid_run_keeps_what_the_engine_measured(tiny_family, tmp_path):
+    from specdeck.session import load_session
+
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000), sessions_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        for _ in range(600):
+            if app.phase == "running":
+                break
+            await pilot.pause(0.05)
+        await pilot.press("q")
+    (saved,) = tmp_path.glob("*.json")  # written by the engine process as it stopped
+    session = load_session(saved)
+    assert session.partial and saved.name.endswith("_partial.json")
+    assert 0 < session.traces["plain"].done.generated_tokens < 100_000
+
+
+@run_async
 async def test_pause_step_inspect_and_hide_rejected(tiny_family):
     clock = GatedClock(open_calls=60)
     app = SpecdeckApp(make_request(tiny_family), clock=clock, in_process=True)
