@@ -230,3 +230,7 @@ async def test_token_view_jump_scrolls_half_a_view_at_a_time():
         await pilot.pause()
         assert view.scroll_offset.y > jumped  # out of room: the next jump
         assert "line 15" in [view.render_line(y).text.rstrip() for y in range(10)]
+        view.styles.height = 4  # the pane shrinks (the inspector opens): the end stays in view
+        await pilot.pause()
+        rows = [view.render_line(y).text.rstrip() for y in range(4)]
+        assert rows == ["line 15", "", "", ""]  # the open last line in the middle

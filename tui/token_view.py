@@ -168,11 +168,18 @@ class TokenView(ScrollView, can_focus=False):
         lines = len(self._lines)
         if first and lines <= self.virtual_size.height:
             self.refresh_lines(first, lines - first)  # new lines land in the room below
-            return
-        # Rewrapped, or the text reached the bottom: jump scroll, as xterm does. The last
-        # line moves to the middle, so the next half view of lines arrives without
-        # scrolling; scrolling repaints the whole view, which costs the measured run
-        # CPU (at most once per half view, not once per line).
+        else:
+            self._fit()
+
+    def _fit(self) -> None:
+        """Size the scrollable area to the text plus room, and follow its end.
+
+        When the text reaches the bottom it jump-scrolls, as xterm does: the last line
+        moves to the middle, so the next half view of lines arrives without scrolling.
+        Scrolling repaints the whole view, which costs a measured run CPU: at most once
+        per half view, not once per line.
+        """
+        lines = len(self._lines)
         view = self.scrollable_content_region.height
         height = lines + view // 2 if lines > view else max(view, lines)
         if self.virtual_size.height != height:
@@ -198,6 +205,8 @@ class TokenView(ScrollView, can_focus=False):
         if width != self._wrap_width:
             self._wrap_width = width
             self._rewrap()
+        else:  # a new height: the room below the text and the scroll position follow
+            self._fit()
 
     # -- rendering ---------------------------------------------------------------------
 
