@@ -2,27 +2,39 @@
 
 ``specdeck`` opens on these models when none is named, so it works offline on any
 machine. Random weights accept nothing or everything; trained ones show the real shape
-of speculation. Everything comes from the Python standard library's own sources (PSF
-licence, on every machine), with mlx-lm's model classes, so ``mlx_lm.load`` reads the
-result and mlx-optiq finds the MTP head:
+of speculation. Everything comes from the Python standard library (PSF licence, on every
+machine): its own sources, and for English prose the language reference's topics that
+``pydoc`` ships (``pydoc_data/topics.py``). mlx-lm's model classes, so ``mlx_lm.load``
+reads the result and mlx-optiq finds the MTP head:
 
-- a byte-level BPE tokenizer shared by the family;
+- a byte-level BPE tokenizer shared by the family (trained on the code);
 - the target: ``qwen3_5`` (gated delta net layers + full attention every
   ``full_attention_interval``-th layer) with one MTP layer that predicts the token after
   next from the trunk's final hidden state and the next token's embedding, saved as
   ``optiq/mtp.safetensors`` (the layout mlx-optiq loads);
 - the draft: a one-layer ``llama`` distilled from the target (0.3 x cross-entropy +
-  0.7 x KL to the target's logits), first while it trains, then from the final one.
+  0.7 x KL to the target's logits).
 
-All three train in one loop on the same batches; the MTP layer sees the trunk's hidden
-state through a stop-gradient, and runs each position as a sequence of one, because that
-is how mlx-optiq drafts with it (no cache: attention over its own position only). Then
-``--distill-steps`` steps train the draft alone against the finished, frozen target.
+Four phases, each with its own optimizer and schedule (``phases``):
+
+1. ``joint``: all three in one loop on the same code batches; the MTP layer sees the
+   trunk's hidden state through a stop-gradient, and runs each position as a sequence
+   of one, because that is how mlx-optiq drafts with it (no cache).
+2. ``distill``: the draft alone against the frozen target.
+3. ``mix`` (off unless ``--mix-steps``): all three again, half of each batch code and
+   half prose, so that the family writes English when asked to (trained on code only, it
+   answers prose with Python). Tried and not shipped: the target then looped on
+   reference-manual sentences, which made the prose prompt easier to draft for, not
+   harder (the model card has the figures).
+4. ``policy``: the draft alone, part of each batch the frozen target's own greedy
+   continuations of corpus prefixes, regenerated every step: at temperature 0 a draft is
+   accepted exactly when it agrees with those (the recipe of DistillSpec).
 
 Run ``python scripts/train_demo.py`` (``--resume`` continues from the last checkpoint
-in ``build/train_demo/``). Weights are written in float16 to ``models/demo/`` with
-``card.json`` (settings, corpus hash, losses); ``bench/demo_sweep.py --card`` adds the
-measured acceptance and speed and renders ``MODEL_CARD.md``.
+in ``build/train_demo/``, in any phase). Weights are written in float16 to
+``models/demo/`` with ``card.json`` (settings, phases, corpus hashes, losses);
+``bench/demo_sweep.py --card`` adds the measured acceptance and speed and renders
+``MODEL_CARD.md``.
 """
 
 from __future__ import annotations
@@ -45,6 +57,7 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.models import llama, qwen3_5
+from mlx_lm.models.cache import make_prompt_cache
 
 ROOT = Path(__file__).resolve().parent.parent
 EOS = "<|endoftext|>"
@@ -72,6 +85,19 @@ class Settings:
     #: After the joint steps: the draft alone, distilled from the finished target.
     distill_steps: int = 540
     distill_lr: float = 2e-3
+    #: Then all three again, half of each batch's rows code and half English prose, so
+    #: the family writes prose when asked for it (0: the shipped family skips it).
+    mix_steps: int = 0
+    mix_lr: float = 1e-3
+    #: Warm-up steps of the mix and policy phases.
+    late_warmup: int = 30
+    #: Last, the draft alone again, with ``policy_rows`` of each batch's rows the frozen
+    #: target's own greedy continuations of ``policy_prefix``-token corpus prefixes
+    #: (code and prose alternately): the text speculation at temperature 0 verifies.
+    policy_steps: int = 60
+    policy_lr: float = 1e-3
+    policy_rows: int = 16
+    policy_prefix: int = 16
     # target (qwen3_5 hybrid)
     hidden: int = 256
     layers: int = 6
@@ -123,6 +149,25 @@ def read_corpus() -> tuple[list[str], list[str], str]:
     return train, val, digest.hexdigest()
 
 
+def read_prose() -> tuple[list[str], list[str], str, int]:
+    """(training texts, held-out texts, sha256 of names and contents, bytes): English.
+
+    The language reference's topics that ``pydoc`` ships as text
+    (``pydoc_data/topics.py``, PSF licence, on every machine). Every 10th topic (by
+    sorted name) is held out: there are only 79.
+    """
+    from pydoc_data.topics import topics
+
+    digest = hashlib.sha256()
+    train, val, size = [], [], 0
+    for i, name in enumerate(sorted(topics)):
+        text = topics[name]
+        digest.update(name.encode() + b"\0" + text.encode() + b"\0")
+        size += len(text.encode())
+        (val if i % 10 == 0 else train).append(text)
+    return train, val, digest.hexdigest(), size
+
+
 def train_tokenizer(texts: list[str], vocab_size: int, out: Path) -> None:
     """Byte-level BPE (mlx-lm then streams text with its BPE detokenizer)."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
@@ -157,6 +202,17 @@ def encode(texts: list[str], tokenizer_dir: Path) -> np.ndarray:
         ids.extend(enc.ids)
         ids.append(eos)
     return np.array(ids, dtype=np.uint16)
+
+
+def encoded(train: list[str], val: list[str], tokenizer_dir: Path,
+            cache: Path) -> tuple[np.ndarray, np.ndarray]:
+    """(training, held-out) token streams, encoded once and kept in ``cache``."""
+    if cache.exists():
+        arrays = np.load(cache)
+        return arrays["train"], arrays["val"]
+    train_ids, val_ids = encode(train, tokenizer_dir), encode(val, tokenizer_dir)
+    np.savez(cache, train=train_ids, val=val_ids)
+    return train_ids, val_ids
 
 
 # ---------------------------------------------------------------------------- models
@@ -277,15 +333,110 @@ def family_loss(family: Family, batch: mx.array, s: Settings):
 # ---------------------------------------------------------------------------- training
 
 
-def batch_at(data: np.ndarray, step: int, s: Settings, salt: int = 0) -> mx.array:
+@dataclass
+class Tokens:
+    """The encoded corpus: code (the standard library) and prose (pydoc's topics)."""
+
+    code: np.ndarray
+    code_val: np.ndarray
+    prose: np.ndarray
+    prose_val: np.ndarray
+
+
+@dataclass(frozen=True)
+class Phase:
+    """A stretch of steps with its own optimizer and learning-rate schedule."""
+
+    name: str
+    start: int
+    steps: int
+    lr: float
+    warmup: int
+    #: Only the draft learns; the target and MTP head are frozen.
+    draft_only: bool
+    #: "code": corpus windows of code; "mixed": half code, half prose; "policy":
+    #: ``policy_rows`` target-generated rows, the rest mixed.
+    data: str
+
+    @property
+    def end(self) -> int:
+        return self.start + self.steps
+
+
+def phases(s: Settings) -> list[Phase]:
+    """The run's phases in order; each starts where the previous one ended."""
+    joint = Phase("joint", 0, s.steps, s.lr, s.warmup, False, "code")
+    distill = Phase("distill", joint.end, s.distill_steps, s.distill_lr, s.warmup, True,
+                    "code")
+    mix = Phase("mix", distill.end, s.mix_steps, s.mix_lr, s.late_warmup, False, "mixed")
+    policy = Phase("policy", mix.end, s.policy_steps, s.policy_lr, s.late_warmup, True,
+                   "policy")
+    return [joint, distill, mix, policy]
+
+
+def phase_at(plan: list[Phase], step: int) -> Phase:
+    """The phase that trains ``step`` (the last one once every phase is done)."""
+    return next((p for p in plan if p.start <= step < p.end), plan[-1])
+
+
+def windows(data: np.ndarray, key: list[int], rows: int, length: int) -> mx.array:
+    """``rows`` random windows of ``length`` tokens from a generator seeded by ``key``."""
+    rng = np.random.default_rng(key)
+    starts = rng.integers(0, len(data) - length, size=rows)
+    return mx.array(np.stack([data[i: i + length] for i in starts]).astype(np.int32))
+
+
+def batch_at(data: np.ndarray, step: int, s: Settings, salt: int = 0,
+             rows: int | None = None) -> mx.array:
     """The batch of ``step``: random windows from a generator seeded by (seed, step)."""
-    rng = np.random.default_rng([s.seed, salt, step])
-    starts = rng.integers(0, len(data) - s.seq_len - 1, size=s.batch_size)
-    return mx.array(np.stack([data[i: i + s.seq_len + 1] for i in starts]).astype(np.int32))
+    return windows(data, [s.seed, salt, step], rows or s.batch_size, s.seq_len + 1)
+
+
+def mixed_batch(tokens: Tokens, step: int, s: Settings, rows: int) -> mx.array:
+    """``rows`` windows, half code and half prose."""
+    code = rows - rows // 2
+    return mx.concatenate([batch_at(tokens.code, step, s, 0, code),
+                           batch_at(tokens.prose, step, s, 2, rows - code)])
+
+
+def greedy_continuation(model: nn.Module, prefixes: mx.array, length: int) -> mx.array:
+    """``prefixes`` followed by the ``length`` tokens ``model`` picks greedily
+    (temperature 0, as speculation is measured), all rows at once with mlx-lm's cache."""
+    cache = make_prompt_cache(model)
+    out = [prefixes]
+    logits = model(prefixes, cache=cache)[:, -1]
+    for i in range(length):
+        out.append(logits.argmax(-1, keepdims=True))
+        if i + 1 < length:
+            logits = model(out[-1], cache=cache)[:, -1]
+            mx.eval(logits)
+    return mx.concatenate(out, axis=1)
+
+
+def policy_batch(family: Family, tokens: Tokens, step: int, s: Settings) -> mx.array:
+    """``policy_rows`` rows the frozen target wrote itself from corpus prefixes (code and
+    prose alternately), then mixed corpus windows for the rest of the batch."""
+    code = s.policy_rows - s.policy_rows // 2
+    prefixes = mx.concatenate([
+        windows(tokens.code, [s.seed, 3, step], code, s.policy_prefix),
+        windows(tokens.prose, [s.seed, 4, step], s.policy_rows - code, s.policy_prefix),
+    ])
+    generated = greedy_continuation(family.target, prefixes, s.seq_len + 1 - s.policy_prefix)
+    return mx.concatenate([generated, mixed_batch(tokens, step, s, s.batch_size - s.policy_rows)])
+
+
+def phase_batch(phase: Phase, family: Family, tokens: Tokens, step: int,
+                s: Settings) -> mx.array:
+    if phase.data == "code":
+        return batch_at(tokens.code, step, s)
+    if phase.data == "mixed":
+        return mixed_batch(tokens, step, s, s.batch_size)
+    return policy_batch(family, tokens, step, s)
 
 
 def schedule(peak: float, warmup: int, steps: int):
-    """Linear warm-up, then cosine decay to a tenth of the peak."""
+    """Linear warm-up (at most ``steps``), then cosine decay to a tenth of the peak."""
+    warmup = max(1, min(warmup, steps))
     return optim.join_schedules(
         [optim.linear_schedule(peak / warmup, peak, warmup),
          optim.cosine_decay(peak, max(1, steps - warmup), peak / 10)],
@@ -293,15 +444,14 @@ def schedule(peak: float, warmup: int, steps: int):
     )
 
 
-def make_trainer(family: Family, s: Settings, distill: bool, opt_state: Path | None = None):
-    """(optimizer, compiled step, state): all three parts together, or (``distill``)
-    the draft alone against the frozen target; ``opt_state`` resumes the optimizer."""
-    if distill:
+def make_trainer(family: Family, s: Settings, phase: Phase, opt_state: Path | None = None):
+    """(optimizer, compiled step, state) for ``phase``: all three parts together, or the
+    draft alone against the frozen target; ``opt_state`` resumes the optimizer."""
+    family.unfreeze()
+    if phase.draft_only:
         family.freeze()
         family.draft.unfreeze()
-        lr = schedule(s.distill_lr, min(s.warmup, s.distill_steps), s.distill_steps)
-    else:
-        lr = schedule(s.lr, s.warmup, s.steps)
+    lr = schedule(phase.lr, phase.warmup, phase.steps)
     opt = optim.AdamW(learning_rate=lr, weight_decay=s.weight_decay)
     opt.init(family.trainable_parameters())
     if opt_state is not None:  # before the compiled step captures the state
@@ -318,7 +468,7 @@ def make_trainer(family: Family, s: Settings, distill: bool, opt_state: Path | N
     return opt, mx.compile(train_step, inputs=state, outputs=state), state
 
 
-def evaluate(family: Family, val: np.ndarray, s: Settings, batches: int = 8) -> dict:
+def held_out(family: Family, val: np.ndarray, s: Settings, batches: int = 8) -> dict:
     """Held-out losses and teacher-forced agreement (draft and MTP vs the target's argmax)."""
     sums = np.zeros(6)
     for b in range(batches):
@@ -345,6 +495,38 @@ def evaluate(family: Family, val: np.ndarray, s: Settings, batches: int = 8) -> 
         sums += np.array([v.item() for v in vals])
     keys = ["target_ce", "mtp_ce", "draft_ce", "draft_agreement", "mtp_agreement", "target_top1"]
     return {k: round(float(v / batches), 4) for k, v in zip(keys, sums)}
+
+
+def greedy_agreement(family: Family, val: np.ndarray, s: Settings, rows: int = 32,
+                     prefix: int = 16, length: int = 64) -> tuple[float, float]:
+    """(draft, MTP) agreement with the target along its own greedy continuations of
+    held-out prefixes: the first draft of a round at temperature 0 is accepted exactly
+    when it agrees there."""
+    seq = greedy_continuation(
+        family.target, windows(val, [s.seed, 5, 0], rows, prefix), length
+    )
+    text = family.target.language_model
+    chosen = seq[:, prefix:]
+    draft = family.draft(seq[:, :-1]).argmax(-1)[:, prefix - 1:]
+    # The head at t reads the hidden state at t and token t+1, and predicts token t+2.
+    hidden = text.model(seq[:, :-1])
+    mtp = text.lm_head(
+        family.mtp(hidden[:, :-1], text.model.embed_tokens(seq[:, 1:-1]))
+    ).argmax(-1)[:, prefix - 2:]
+    agree = [(draft == chosen).mean(), (mtp == chosen).mean()]
+    mx.eval(agree)
+    return round(agree[0].item(), 4), round(agree[1].item(), 4)
+
+
+def evaluate(family: Family, tokens: Tokens, s: Settings) -> dict:
+    """Held-out figures on code (unprefixed, as in earlier cards) and prose (``prose_``),
+    and agreement along the target's greedy continuations (``greedy_``)."""
+    metrics = held_out(family, tokens.code_val, s)
+    metrics.update({f"prose_{k}": v for k, v in held_out(family, tokens.prose_val, s).items()})
+    for name, val in (("code", tokens.code_val), ("prose", tokens.prose_val)):
+        draft, mtp = greedy_agreement(family, val, s)
+        metrics[f"greedy_draft_{name}"], metrics[f"greedy_mtp_{name}"] = draft, mtp
+    return metrics
 
 
 def save_checkpoint(work: Path, family: Family, opt: optim.Optimizer, step: int,
@@ -415,14 +597,17 @@ def main(argv: list[str] | None = None) -> int:
 
     if Tokenizer.from_file(str(tok_dir / "tokenizer.json")).get_vocab_size() != s.vocab_size:
         raise SystemExit(f"{tok_dir} holds a tokenizer of another size: use another --work")
-    cache = work / f"tokens-{corpus_hash[:16]}-{s.vocab_size}.npz"
-    if cache.exists():
-        arrays = np.load(cache)
-        train, val = arrays["train"], arrays["val"]
-    else:
-        train, val = encode(train_texts, tok_dir), encode(val_texts, tok_dir)
-        np.savez(cache, train=train, val=val)
-    log(f"tokens: {len(train):,} train, {len(val):,} held out, vocab {s.vocab_size}")
+    prose_train, prose_val, prose_hash, prose_bytes = read_prose()
+    log(f"prose: {len(prose_train) + len(prose_val)} pydoc topics, sha256 {prose_hash[:16]}")
+    tokens = Tokens(
+        *encoded(train_texts, val_texts, tok_dir,
+                 work / f"tokens-{corpus_hash[:16]}-{s.vocab_size}.npz"),
+        *encoded(prose_train, prose_val, tok_dir,
+                 work / f"tokens-prose-{prose_hash[:16]}-{s.vocab_size}.npz"),
+    )
+    log(f"tokens: code {len(tokens.code):,} train, {len(tokens.code_val):,} held out; "
+        f"prose {len(tokens.prose):,} train, {len(tokens.prose_val):,} held out; "
+        f"vocab {s.vocab_size}")
     eos_id = json.loads((tok_dir / "tokenizer.json").read_text())["added_tokens"][0]["id"]
 
     tcfg, dcfg = target_config(s, eos_id), draft_config(s, eos_id)
@@ -438,45 +623,48 @@ def main(argv: list[str] | None = None) -> int:
     if resumed:
         step, history = load_checkpoint(work, family)
         log(f"resumed at step {step}")
-    distilling = step >= s.steps
-    # The distillation starts with a fresh optimizer.
+    plan = phases(s)
+    phase = phase_at(plan, step)
+    # Each phase starts with a fresh optimizer; mid-phase, the saved one continues.
     opt_state = work / "checkpoint" / "optimizer.safetensors"
     opt, train_step, state = make_trainer(
-        family, s, distilling, opt_state if resumed and step != s.steps else None
+        family, s, phase, opt_state if resumed and step != phase.start else None
     )
 
-    total = s.steps + s.distill_steps
+    total = plan[-1].end
     end = step + args.pilot if args.pilot else (step if args.export_only else total)
-    t0, tokens, first = time.perf_counter(), 0, step
+    ends = {p.end for p in plan}
+    t0, seen, first = time.perf_counter(), 0, step
     while step < end:
-        if step == s.steps and not distilling:
-            log("the target and its MTP head are done: distilling the draft alone")
-            distilling = True
-            opt, train_step, state = make_trainer(family, s, distilling)
-        loss, parts = train_step(batch_at(train, step, s))
+        if step >= phase.end:
+            phase = phase_at(plan, step)
+            log(f"phase {phase.name}: steps {phase.start}-{phase.end}, lr {phase.lr}, "
+                + ("the draft alone" if phase.draft_only else "all three"))
+            opt, train_step, state = make_trainer(family, s, phase)
+        loss, parts = train_step(phase_batch(phase, family, tokens, step, s))
         mx.eval(state, loss, parts)
         step += 1
-        tokens += s.batch_size * s.seq_len
+        seen += s.batch_size * s.seq_len
         if step == first + 1:  # leave the first (compiling) step out of the rate
-            t0, tokens = time.perf_counter(), 0
+            t0, seen = time.perf_counter(), 0
         if step % 10 == 0 or args.pilot:
-            rate = tokens / max(1e-9, time.perf_counter() - t0)
+            rate = seen / max(1e-9, time.perf_counter() - t0)
             ce_t, ce_m, ce_d, kl = (p.item() for p in parts)
             log(f"step {step}/{end} loss target {ce_t:.3f} mtp {ce_m:.3f} draft {ce_d:.3f} "
                 f"kl {kl:.3f} lr {opt.learning_rate.item():.2e} {rate:,.0f} tok/s")
         if args.pilot:
             continue
-        if step % s.val_every == 0 or step in (s.steps, total):
-            metrics = evaluate(family, val, s)
+        if step % s.val_every == 0 or step in ends:
+            metrics = evaluate(family, tokens, s)
             history.append({"step": step, **metrics})
             log(f"held out @ {step}: {metrics}")
-        if step % s.checkpoint_every == 0 or step in (s.steps, total):
+        if step % s.checkpoint_every == 0 or step in ends:
             save_checkpoint(work, family, opt, step, history)
     if args.pilot:
         return 0
 
     if not history or history[-1]["step"] != step:
-        history.append({"step": step, **evaluate(family, val, s)})
+        history.append({"step": step, **evaluate(family, tokens, s)})
     export(family, args.out, tok_dir, tcfg, dcfg)
     files = sorted(p for p in args.out.rglob("*") if p.is_file())
     card = {
@@ -488,11 +676,23 @@ def main(argv: list[str] | None = None) -> int:
             "licence": "PSF-2.0",
             "files": len(train_texts) + len(val_texts),
             "sha256": corpus_hash,
-            "train_tokens": int(len(train)),
-            "held_out_tokens": int(len(val)),
-            "tokens_seen": min(step, s.steps) * s.batch_size * s.seq_len,
-            "draft_distill_tokens": max(0, step - s.steps) * s.batch_size * s.seq_len,
+            "train_tokens": int(len(tokens.code)),
+            "held_out_tokens": int(len(tokens.code_val)),
+            "prose": {
+                "source": f"Python {platform.python_version()} pydoc_data/topics.py (the "
+                          "language reference's topics as English text)",
+                "licence": "PSF-2.0",
+                "topics": len(prose_train) + len(prose_val),
+                "bytes": prose_bytes,
+                "sha256": prose_hash,
+                "train_tokens": int(len(tokens.prose)),
+                "held_out_tokens": int(len(tokens.prose_val)),
+            },
         },
+        "phases": [
+            {**asdict(p), "tokens": max(0, min(step, p.end) - p.start) * s.batch_size * s.seq_len}
+            for p in plan
+        ],
         "steps_done": step,
         "final_held_out": history[-1] if history else None,
         "history": history,
