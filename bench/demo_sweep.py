@@ -4,7 +4,8 @@
    plain, ``draft`` at k = 1, 2, 4, 8, 16 and ``mtp`` at depth 1, 2; temperature 0,
    interleaved repetitions, median tokens/s, speedup over plain, MAD-based robust CV,
    and whether every output equals plain decoding token for token.
-2. Where a round's time goes on the hybrid target (drafting, verifying, replaying).
+2. Where a round's time goes on the hybrid target (drafting, verifying, rewinding from
+   the verify pass's captured states, or restoring and replaying with capture off).
 3. Plain decoding tokens/s and a float32 matrix product's GFLOP/s with and without the
    system OpenBLAS preloaded, each in its own subprocess, side by side in this run.
 
@@ -34,6 +35,14 @@ from engines.demo import DEMO_DIR, require_demo_models  # noqa: E402
 PROMPTS = ("code", "prose")
 #: What the issue asks the family to show (the card reports each against its figure).
 GOALS = {"draft_k2_code": 0.50, "mtp_d1_code": 0.40, "cv": 0.05}
+#: How the model card names each kind of training data (``Phase.data`` in train_demo.py).
+PHASE_DATA = {
+    "code": "code windows",
+    "mixed": "half code, half prose windows",
+    "policy": "{policy_rows} of {batch_size} rows: the frozen target's greedy continuations "
+              "of {policy_prefix}-token code and prose prefixes (new every step); the rest "
+              "half code, half prose windows",
+}
 
 
 def sweep(reps: int, max_tokens: int, ks: list[int], depths: list[int]) -> list[dict]:
@@ -94,8 +103,11 @@ def matmul_gflops(n: int = 1024, reps: int = 5) -> float:
 
 def round_costs(max_tokens: int) -> dict:
     """Where a speculative round's time goes on the hybrid target (code prompt, k = 2):
-    a round whose drafts were all kept verifies once; any rejection restores the gated
-    delta net state and replays the kept tokens, a second target pass."""
+    a round whose drafts were all kept verifies once; a rejection rewinds the gated delta
+    net layers to the state the verify pass kept (``engines.capture``), or, with capture
+    turned off as for other recurrent layouts, restores the state and replays the kept
+    tokens: a second target pass."""
+    import engines.speculative
     from engines.compare import CompareRequest, encode_prompt, load_models
     from engines.config import DecodeSettings
     from engines.events import Round
@@ -109,23 +121,32 @@ def round_costs(max_tokens: int) -> dict:
                                         strategies=["plain", "draft"], prompt="-"),
                          ModelStore())
     ids = encode_prompt(models.target.tokenizer, get_prompt("code").text)
-    out = {}
-    for name in ("plain", "draft"):
-        settings = DecodeSettings(max_tokens=max_tokens, stop_at_eos=False, num_draft_tokens=2)
+    settings = DecodeSettings(max_tokens=max_tokens, stop_at_eos=False, num_draft_tokens=2)
+
+    def rounds(name: str) -> list[Round]:
         list(run_strategy(name, models, ids, settings))  # warm-up
-        rounds = [e for e in run_strategy(name, models, ids, settings) if isinstance(e, Round)]
-        if name == "plain":
-            out["plain_seconds_per_token"] = median([r.verify_seconds for r in rounds])
-            continue
-        kept = [r for r in rounds if r.drafted and not r.replayed]
-        replayed = [r for r in rounds if r.replayed]
-        out["draft_seconds_per_round_k2"] = median([r.draft_seconds for r in rounds])
-        out["verify_seconds_all_kept"] = median([r.verify_seconds for r in kept]) if kept else None
-        out["verify_seconds_with_replay"] = (
-            median([r.verify_seconds for r in replayed]) if replayed else None
-        )
-        out["rounds_with_replay"] = len(replayed) / len(rounds)
-    return out
+        return [e for e in run_strategy(name, models, ids, settings) if isinstance(e, Round)]
+
+    def verify(kind: str, of: list[Round]) -> float | None:
+        chosen = [r.verify_seconds for r in of if r.drafted and r.rollback == kind]
+        return median(chosen) if chosen else None
+
+    plain = rounds("plain")
+    captured = rounds("draft")
+    supports = engines.speculative.supports_capture
+    engines.speculative.supports_capture = lambda model: False
+    try:
+        replayed = rounds("draft")
+    finally:
+        engines.speculative.supports_capture = supports
+    return {
+        "plain_seconds_per_token": median([r.verify_seconds for r in plain]),
+        "draft_seconds_per_round_k2": median([r.draft_seconds for r in captured]),
+        "verify_seconds_all_kept": verify("none", captured),
+        "verify_seconds_captured": verify("captured", captured),
+        "verify_seconds_with_replay": verify("replay", replayed),
+        "rounds_with_rejection": sum(r.rollback == "captured" for r in captured) / len(captured),
+    }
 
 
 def blas_comparison(max_tokens: int, reps: int) -> dict:
@@ -185,13 +206,15 @@ def summary(cells: list[dict]) -> dict:
 def render_card(card: dict) -> str:
     """MODEL_CARD.md from card.json: how the family was made and what it measures."""
     s, corpus, final = card["settings"], card["corpus"], card.get("final_held_out") or {}
+    prose = corpus["prose"]
     m = card.get("measurements")
     lines = [
         "# specdeck demo family",
         "",
         "Built-in models so that `specdeck` runs offline on any machine. Trained by",
         "`scripts/train_demo.py` (mlx, mlx-lm model classes) on the Python standard",
-        "library's sources; measured by `bench/demo_sweep.py`. Toy models: they write",
+        "library's sources (and, in the phases that say so below, the English text of its",
+        "language reference); measured by `bench/demo_sweep.py`. Toy models: they write",
         "Python-looking text, not working programs. Their job is to make speculation",
         "behave as it does on real models: high acceptance on structured code, lower on",
         "prose.",
@@ -207,29 +230,56 @@ def render_card(card: dict) -> str:
         f"| `draft/` | llama, {s['draft_layers']} layer, hidden {s['draft_hidden']}, distilled "
         f"from the target | {card['parameters']['draft'] / 1e6:.2f}M |",
         "",
-        f"Shared byte-level BPE tokenizer, vocabulary {s['vocab_size']}. Stored in float16 "
-        f"({card['size_bytes'] / 1e6:.1f} MB in all); specdeck casts to float32 on the CPU "
-        "backend (float16 matrix products skip BLAS there).",
+        f"Shared byte-level BPE tokenizer (trained on the code), vocabulary "
+        f"{s['vocab_size']}. Stored in float16 ({card['size_bytes'] / 1e6:.1f} MB in all); "
+        "specdeck casts to float32 on the CPU backend (float16 matrix products skip BLAS "
+        "there).",
         "",
         "## Training",
         "",
-        f"- Corpus: {corpus['source']}; licence {corpus['licence']}; {corpus['files']} files, "
+        f"- Code: {corpus['source']}; licence {corpus['licence']}; {corpus['files']} files, "
         f"sha256 `{corpus['sha256']}`; {corpus['train_tokens']:,} training tokens, "
         f"{corpus['held_out_tokens']:,} held out (every 40th file).",
-        f"- {min(card['steps_done'], s['steps'])} steps of {s['batch_size']} x {s['seq_len']} tokens "
-        f"({corpus['tokens_seen']:,} tokens), AdamW lr {s['lr']} (warm-up {s['warmup']}, "
-        f"cosine to a tenth), seed {s['seed']}, mlx {card['mlx']}.",
-        f"- One loop trains all three: target cross-entropy + {s['mtp_weight']} x MTP "
-        f"cross-entropy (token t+2 from the hidden state at t, stop-gradient) + the draft's "
-        f"{1 - s['distill_kl']:.1f} x cross-entropy + {s['distill_kl']} x KL to the target. "
-        f"Then {s['distill_steps']} steps distil the draft alone from the finished target "
-        f"(lr {s['distill_lr']}, {corpus['draft_distill_tokens']:,} tokens).",
-        f"- Held-out at the end: target cross-entropy {final.get('target_ce')}, MTP "
-        f"{final.get('mtp_ce')}, draft {final.get('draft_ce')}; teacher-forced agreement with"
-        f" the target's greedy choice: draft {final.get('draft_agreement')}, MTP "
-        f"{final.get('mtp_agreement')}.",
-        f"- Settings in full: `card.json`. Reproduce: `python scripts/train_demo.py` "
-        f"(`--resume` continues).",
+        f"- Prose: {prose['source']}; licence {prose['licence']}; {prose['topics']} topics, "
+        f"{prose['bytes']:,} bytes, sha256 `{prose['sha256']}`; {prose['train_tokens']:,} "
+        f"training tokens, {prose['held_out_tokens']:,} held out (every 10th topic).",
+        f"- Batches of {s['batch_size']} x {s['seq_len']} tokens, AdamW (weight decay "
+        f"{s['weight_decay']}), each phase with a fresh optimizer, linear warm-up then "
+        f"cosine decay to a tenth of its peak; seed {s['seed']}, mlx {card['mlx']}. The "
+        f"joint loss: target cross-entropy + {s['mtp_weight']} x MTP cross-entropy (token "
+        f"t+2 from the hidden state at t, stop-gradient) + the draft's "
+        f"{1 - s['distill_kl']:.1f} x cross-entropy + {s['distill_kl']} x KL to the target;"
+        f" the draft-only phases keep the draft's part.",
+        "",
+        "| phase | steps | trains | data | peak lr (warm-up) | tokens |",
+        "|---|---|---|---|---|---|",
+        *[f"| {p['name']} | {p['start']}-{p['start'] + p['steps']} "
+          f"| {'draft' if p['draft_only'] else 'target, MTP, draft'} | "
+          f"{PHASE_DATA[p['data']].format(**s)} "
+          f"| {p['lr']} ({min(p['warmup'], p['steps'])}) | {p['tokens']:,} |"
+          for p in card["phases"] if p["steps"]],
+        "",
+        f"Held out at the end (step {final.get('step')}), code / prose: target cross-entropy "
+        f"{final.get('target_ce')} / {final.get('prose_target_ce')}, MTP {final.get('mtp_ce')}"
+        f" / {final.get('prose_mtp_ce')}, draft {final.get('draft_ce')} / "
+        f"{final.get('prose_draft_ce')}. Agreement with the target's greedy choice "
+        f"(teacher-forced on held-out text), code / prose: draft {final.get('draft_agreement')}"
+        f" / {final.get('prose_draft_agreement')}, MTP {final.get('mtp_agreement')} / "
+        f"{final.get('prose_mtp_agreement')}; along the target's own greedy continuations of "
+        f"held-out prefixes (what temperature 0 accepts): draft "
+        f"{final.get('greedy_draft_code')} / {final.get('greedy_draft_prose')}, MTP "
+        f"{final.get('greedy_mtp_code')} / {final.get('greedy_mtp_prose')}.",
+        "",
+        "| step | target CE code / prose | draft agreement (held out) | draft agreement "
+        "(greedy code / prose) | MTP agreement (greedy code / prose) |",
+        "|---|---|---|---|---|",
+        *[f"| {h['step']} | {h['target_ce']} / {h.get('prose_target_ce', '-')} | "
+          f"{h['draft_agreement']} | {h.get('greedy_draft_code', '-')} / "
+          f"{h.get('greedy_draft_prose', '-')} | {h.get('greedy_mtp_code', '-')} / "
+          f"{h.get('greedy_mtp_prose', '-')} |" for h in card["history"]],
+        "",
+        "- Settings in full: `card.json`. Reproduce: `python scripts/train_demo.py` "
+        "(`--resume` continues from the last checkpoint, in any phase).",
         *[f"- {note}" for note in card.get("training_notes", [])],
     ]
     if m:
@@ -265,16 +315,19 @@ def render_card(card: dict) -> str:
                else f"{sm['k16_code_speedup']:.2f}x."),
         ]
         rc = m.get("round_costs")
-        if rc and rc.get("verify_seconds_with_replay"):
+        if rc and rc.get("verify_seconds_captured"):
             lines.append(
                 f"- Cost of a round on the hybrid target (code, k=2, medians): drafting "
                 f"{rc['draft_seconds_per_round_k2'] * 1e3:.1f} ms; verifying "
                 + (f"{rc['verify_seconds_all_kept'] * 1e3:.1f} ms when every draft is kept, "
                    if rc["verify_seconds_all_kept"] else "")
-                + f"{rc['verify_seconds_with_replay'] * 1e3:.1f} ms when a rejection "
-                f"restores the gated delta net state and replays the kept tokens "
-                f"({rc['rounds_with_replay']:.0%} of rounds); plain decoding "
-                f"{rc['plain_seconds_per_token'] * 1e3:.1f} ms per token."
+                + f"{rc['verify_seconds_captured'] * 1e3:.1f} ms when a rejection rewinds "
+                f"the gated delta net layers to the states the verify pass kept "
+                f"({rc['rounds_with_rejection']:.0%} of rounds)"
+                + (f", {rc['verify_seconds_with_replay'] * 1e3:.1f} ms with capture turned "
+                   f"off (restore the state, replay the kept tokens)"
+                   if rc.get("verify_seconds_with_replay") else "")
+                + f"; plain decoding {rc['plain_seconds_per_token'] * 1e3:.1f} ms per token."
             )
         blas = m.get("blas") or {}
         if blas.get("openblas"):
