@@ -208,7 +208,7 @@ class ProcessHost:
         self._connection: Any = None
         self._submitted: list[int] = []
         self._lock = threading.Lock()
-        self._log = Path(tempfile.gettempdir()) / f"specdeck-engine-{os.getpid()}.log"
+        self._log = Path(tempfile.gettempdir()) / f"specdeck-engine-{os.getpid()}-{id(self):x}.log"
 
     @property
     def pid(self) -> int | None:
