@@ -17,6 +17,8 @@ from typing import Any, Sequence
 
 import mlx.core as mx
 
+from engines.decoding import log_probs
+
 
 def supports_capture(model: Any) -> bool:
     """Whether ``model`` has the Qwen3.5/3.6 hybrid layout the capture pass knows."""
@@ -49,9 +51,8 @@ def forward_captured(model: Any, cache: Sequence[Any], tokens: mx.array,
     out = forward_with_gdn_capture(model, tokens[None], cache, return_hidden=want_hidden,
                                    capture_backend=None)  # stock path: CPU and Metal
     logits, hidden, captures = out if want_hidden else (out[0], None, out[1])
-    logits = logits[0]
-    return CapturedPass(logits - mx.logsumexp(logits, axis=-1, keepdims=True),
-                        hidden[0] if hidden is not None else None, captures)
+    return CapturedPass(log_probs(logits[0]), hidden[0] if hidden is not None else None,
+                        captures)
 
 
 def commit_prefix(cache: Sequence[Any], captured: CapturedPass, keep: int, fed: int) -> None:

@@ -18,10 +18,14 @@ from engines.events import Done, FinishReason, Prefill
 Clock = Callable[[], float]
 
 
+def log_probs(logits: mx.array) -> mx.array:
+    """Normalise logits over the vocabulary (the last axis)."""
+    return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+
+
 def forward(model: Any, cache: Sequence[Any], tokens: mx.array) -> mx.array:
     """Log-probabilities (S, V) after each of ``tokens`` (1-D), advancing ``cache``."""
-    logits = model(tokens[None], cache=cache)[0]
-    return logits - mx.logsumexp(logits, axis=-1, keepdims=True)
+    return log_probs(model(tokens[None], cache=cache)[0])
 
 
 def split_at_output(model: Any) -> tuple[Any, Callable[[mx.array], mx.array]]:
@@ -44,8 +48,7 @@ def forward_hidden(
     the same single pass (see ``split_at_output``)."""
     trunk, output = split_at_output(model)
     hidden = trunk(tokens[None], cache=cache)
-    logits = output(hidden)[0]
-    return logits - mx.logsumexp(logits, axis=-1, keepdims=True), hidden[0]
+    return log_probs(output(hidden)[0]), hidden[0]
 
 
 def prefill(model: Any, cache: Sequence[Any], prompt: mx.array, step: int) -> mx.array:

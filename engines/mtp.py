@@ -38,7 +38,7 @@ import mlx.nn as nn
 from mlx_lm.models.qwen3_5 import TextModelArgs
 
 from engines.config import DecodeSettings
-from engines.decoding import Clock, split_at_output
+from engines.decoding import Clock, log_probs, split_at_output
 from engines.errors import ModelError
 from engines.events import Event
 from engines.loading import LoadedModel, prefer_fast_dtype
@@ -66,7 +66,7 @@ class MtpHead:
         x = b.fc(mx.concatenate([embedded, b.pre_fc_norm_hidden(hidden)], axis=-1))
         out = b.norm(b.layers[0](x, mask=None, cache=None))
         logits = self.output(out)[0, -1]
-        return out, logits - mx.logsumexp(logits, keepdims=True)
+        return out, log_probs(logits)
 
 
 @dataclass

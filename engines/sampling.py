@@ -14,6 +14,7 @@ import mlx.core as mx
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 
 from engines.config import Sampling
+from engines.decoding import log_probs
 
 
 class KeyStream:
@@ -35,7 +36,7 @@ def sampling_logprobs(logprobs: mx.array, sampling: Sampling) -> mx.array:
     """
     x = logprobs
     if sampling.greedy:
-        return x - mx.logsumexp(x, axis=-1, keepdims=True)
+        return log_probs(x)
     if 0.0 < sampling.top_p < 1.0:
         x = apply_top_p(x, sampling.top_p)
     if sampling.min_p > 0.0:
@@ -43,7 +44,7 @@ def sampling_logprobs(logprobs: mx.array, sampling: Sampling) -> mx.array:
     if sampling.top_k > 0 and sampling.top_k < x.shape[-1]:
         x = apply_top_k(x, sampling.top_k)
     x = x * (1.0 / sampling.temperature)
-    return x - mx.logsumexp(x, axis=-1, keepdims=True)
+    return log_probs(x)
 
 
 def choose(logprobs: mx.array, sampling: Sampling, keys: KeyStream) -> mx.array:
