@@ -206,7 +206,7 @@ class ProcessHost:
         self._cancelled_through = self._context.RawValue("q", 0)
         self._process: Any = None
         self._connection: Any = None
-        self._submitted: list[int] = []
+        self._last_submitted = 0
         self._lock = threading.Lock()
         self._log = Path(tempfile.gettempdir()) / f"specdeck-engine-{os.getpid()}-{id(self):x}.log"
 
@@ -219,7 +219,7 @@ class ProcessHost:
             with self._lock:
                 if self._process is None or not self._process.is_alive():
                     self._start()
-                self._submitted.append(command.run_id)
+                self._last_submitted = command.run_id
                 self._connection.send(command)
         except (OSError, ValueError) as exc:
             self._deliver(RunEnded(command.run_id, f"could not start the engine process: {exc}"))
@@ -244,24 +244,24 @@ class ProcessHost:
                          name="specdeck-engine-reader").start()
 
     def _read(self, connection: Any, process: Any) -> None:
-        """Hand every message on; when the child goes away, end the run it was on."""
-        ended: set[int] = set()
+        """Hand every message on; when the child goes away, end the latest run handed to
+        it unless it ended (runs are served in order; earlier ones are stale)."""
+        last_ended = 0
         while True:
             try:
                 message = connection.recv()
             except (EOFError, OSError):
                 break
             if isinstance(message, RunEnded):
-                ended.add(message.run_id)
+                last_ended = message.run_id
             self._deliver(message)
         process.join(timeout=5)
         with self._lock:
-            unfinished = [r for r in self._submitted if r not in ended]
-            self._submitted = []
-        if unfinished and process.exitcode not in (0, None):
+            unfinished = self._last_submitted if self._last_submitted > last_ended else None
+        if unfinished is not None and process.exitcode not in (0, None):
             why = f"the engine process ended unexpectedly (exit code {process.exitcode})"
             last = _last_line(self._log)
-            self._deliver(RunEnded(unfinished[-1], why + (f": {last}" if last else "")))
+            self._deliver(RunEnded(unfinished, why + (f": {last}" if last else "")))
 
     def cancel(self, run_id: int) -> None:
         """Stop run ``run_id`` and any before it at their next round."""
@@ -275,7 +275,7 @@ class ProcessHost:
             self._process = None
         if process is None:
             return
-        self.cancel(max(self._submitted, default=0))
+        self.cancel(self._last_submitted)
         try:
             connection.send(None)
         except (OSError, ValueError):

@@ -159,7 +159,10 @@ class SpecdeckApp(App[None]):
         self._race_last = 0.0
         self._status_text = ""
         self._stats_shown_at = 0.0
-        self._decode: Callable[[list[int]], str] | None = None
+        #: Decoders by target folder (read once, not on every restart), and the folder
+        #: of the target the current run loaded.
+        self._decoders: dict[str, Callable[[list[int]], str] | None] = {}
+        self._target_path: str | None = None
         self._known = pieces_by_token(traces) if traces else {}
         self._panes: dict[str, StrategyPane] = {}
         self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
@@ -228,7 +231,7 @@ class SpecdeckApp(App[None]):
         self._stop_race()
         self._host.cancel(self.run_id)
         self.run_id += 1
-        self._decode = None  # the target may have changed
+        self._target_path = None  # the target may have changed
         self.memory_estimates = {}  # the run estimates its own
         if self.traces is not None:  # back from a session opened in the browser
             self.traces, self._known, self.sub_title = None, {}, ""
@@ -253,7 +256,8 @@ class SpecdeckApp(App[None]):
     def token_text(self, token: int) -> str | None:
         if token in self._known:
             return self._known[token]
-        return self._decode([token]) if self._decode else None
+        decode = self._decoders.get(self._target_path or "")
+        return decode([token]) if decode else None
 
     @on(FromEngine)
     def _from_engine(self, message: FromEngine) -> None:
@@ -282,14 +286,14 @@ class SpecdeckApp(App[None]):
         self.set_status(message.text + "…")
 
     def _target_loaded(self, message: TargetLoaded) -> None:
-        self._load_decoder(message.run_id, message.path)
+        self._target_path = message.path
+        if message.path not in self._decoders:
+            self._load_decoder(message.path)
 
     @work(thread=True, group="decoder")
-    def _load_decoder(self, run_id: int, path: str) -> None:
+    def _load_decoder(self, path: str) -> None:
         """Read the target's tokenizer (no weights) to name the inspector's alternatives."""
-        decode = token_decoder(Path(path))
-        if run_id == self.run_id:
-            self._decode = decode
+        self._decoders[path] = token_decoder(Path(path))
 
     def _events(self, message: EventBatch) -> None:
         self.phase = "running"
