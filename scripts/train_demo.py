@@ -59,9 +59,6 @@ from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm.models import llama, qwen3_5
 from mlx_lm.models.cache import make_prompt_cache
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from stories import stories  # noqa: E402
-
 ROOT = Path(__file__).resolve().parent.parent
 EOS = "<|endoftext|>"
 #: Standard-library folders left out: tests, vendored or generated code, GUIs' demos.
@@ -118,8 +115,6 @@ class Settings:
     draft_intermediate: int = 512
     draft_heads: int = 3
     draft_kv_heads: int = 1
-    #: Synthetic stories (the English of the mix and policy phases).
-    stories: int = 6000
     val_every: int = 250
     checkpoint_every: int = 50
 
@@ -154,15 +149,20 @@ def read_corpus() -> tuple[list[str], list[str], str]:
     return train, val, digest.hexdigest()
 
 
-def read_prose(count: int, seed: int) -> tuple[list[str], list[str], str, int]:
-    """(training texts, held-out texts, sha256 of the texts, bytes): English.
+def read_prose() -> tuple[list[str], list[str], str, int]:
+    """(training texts, held-out texts, sha256 of names and contents, bytes): English.
 
-    ``count`` synthetic stories (``stories.py``); every 10th is held out.
+    The language reference's topics that ``pydoc`` ships as text
+    (``pydoc_data/topics.py``, PSF licence, on every machine). Every 10th topic (by
+    sorted name) is held out: there are only 79.
     """
+    from pydoc_data.topics import topics
+
     digest = hashlib.sha256()
     train, val, size = [], [], 0
-    for i, text in enumerate(stories(count, seed)):
-        digest.update(text.encode() + b"\0")
+    for i, name in enumerate(sorted(topics)):
+        text = topics[name]
+        digest.update(name.encode() + b"\0" + text.encode() + b"\0")
         size += len(text.encode())
         (val if i % 10 == 0 else train).append(text)
     return train, val, digest.hexdigest(), size
@@ -597,8 +597,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if Tokenizer.from_file(str(tok_dir / "tokenizer.json")).get_vocab_size() != s.vocab_size:
         raise SystemExit(f"{tok_dir} holds a tokenizer of another size: use another --work")
-    prose_train, prose_val, prose_hash, prose_bytes = read_prose(s.stories, s.seed)
-    log(f"prose: {len(prose_train) + len(prose_val)} stories, sha256 {prose_hash[:16]}")
+    prose_train, prose_val, prose_hash, prose_bytes = read_prose()
+    log(f"prose: {len(prose_train) + len(prose_val)} pydoc topics, sha256 {prose_hash[:16]}")
     tokens = Tokens(
         *encoded(train_texts, val_texts, tok_dir,
                  work / f"tokens-{corpus_hash[:16]}-{s.vocab_size}.npz"),
@@ -679,9 +679,10 @@ def main(argv: list[str] | None = None) -> int:
             "train_tokens": int(len(tokens.code)),
             "held_out_tokens": int(len(tokens.code_val)),
             "prose": {
-                "source": "synthetic short stories from scripts/stories.py (seeded grammar)",
-                "licence": "the project's own",
-                "stories": len(prose_train) + len(prose_val),
+                "source": f"Python {platform.python_version()} pydoc_data/topics.py (the "
+                          "language reference's topics as English text)",
+                "licence": "PSF-2.0",
+                "topics": len(prose_train) + len(prose_val),
                 "bytes": prose_bytes,
                 "sha256": prose_hash,
                 "train_tokens": int(len(tokens.prose)),
