@@ -10,7 +10,9 @@ import pytest
 
 from engines.compare import CompareRequest, encode_prompt, load_models
 from engines.config import DecodeSettings
-from engines.demo import DEMO_DIR, default_models, demo_models, require_demo_models
+from engines.demo import (
+    CHECKOUT_DIR, DEMO_DIR, INSTALLED_DIR, default_models, demo_models, require_demo_models,
+)
 from engines.errors import ModelError
 from engines.events import Trace
 from engines.loading import ModelStore
@@ -111,3 +113,22 @@ def test_acceptance_matches_the_card_and_output_equals_plain(models, card, promp
                         if c["prompt"] == prompt and c["label"] == label)["acceptance_rate"]
         rate = compute_stats(trace.events).acceptance_rate
         assert rate == pytest.approx(expected, abs=TOLERANCE), (name, prompt)
+
+
+def test_a_wheel_ships_every_file_of_the_family():
+    """pyproject's data-files put the family where engines.demo looks in a wheel install."""
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    root = CHECKOUT_DIR.parent.parent
+    data_files = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
+        "data-files"]
+    shipped = {}
+    for dest, patterns in data_files.items():
+        for pattern in patterns:
+            for path in root.glob(pattern):
+                shipped[path.relative_to(CHECKOUT_DIR)] = Path(dest) / path.name
+    assert set(shipped) == {p.relative_to(CHECKOUT_DIR) for p in CHECKOUT_DIR.rglob("*")
+                            if p.is_file()}
+    # Each lands at the same place under INSTALLED_DIR as under the checkout's directory.
+    prefix = Path("share/specdeck/models/demo")
+    assert INSTALLED_DIR.parts[-4:] == prefix.parts
+    assert all(dest == prefix / rel for rel, dest in shipped.items())
