@@ -16,6 +16,7 @@ import orjson
 import pytest
 from mlx.utils import tree_flatten
 
+from engines import catalog
 from engines.catalog import describe_dir, find_models, scan_hf_cache, suggest_drafts
 from engines.errors import ModelError
 from engines.loading import ModelStore, load_tokenizer, resolve, vocabulary_mismatch
@@ -235,3 +236,24 @@ def test_models_command_on_a_folder_that_is_not_a_model(tmp_path, capsys) -> Non
     assert main(["models", "--no-cache", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("specdeck: error:") and "config.json" in err[0]
+
+
+#: Files an MTP head may be in (and one it may not), named here rather than read from
+#: the catalog so that a name dropped there fails.
+HEAD_FILES = ["named/head.safetensors", "optiq/mtp.safetensors", "mtp.safetensors",
+              "mtp/weights.safetensors", "model-mtp.safetensors", "weights/mtp.safetensors"]
+
+
+@pytest.mark.parametrize("names", [[], *([n] for n in HEAD_FILES), HEAD_FILES[1:]])
+def test_mtp_head_lookup_mirrors_mlx_optiq(tmp_path, names):
+    """The catalog finds an MTP head where mlx-optiq's loader does (first match wins),
+    without importing it."""
+    artifacts = pytest.importorskip("optiq.runtime.mtp.artifacts")
+    config = {"mlx_lm_extra_tensors": {"mtp_file": "named/head.safetensors"}}
+    for name in names:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(b"")
+    found = catalog.mtp_sidecar(tmp_path, config)
+    expected = artifacts.expected_mtp_file(tmp_path, config)
+    assert found == (expected if expected.exists() else None)
+    assert set(catalog.MTP_KEY_PREFIXES) == set(artifacts.MTP_KEY_PREFIXES)
