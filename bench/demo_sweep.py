@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engines.demo import DEMO_DIR, require_demo_models  # noqa: E402
+from specdeck.engines.demo import DEMO_DIR, require_demo_models  # noqa: E402
 
 PROMPTS = ("code", "prose")
 #: What the issue asks the family to show (the card reports each against its figure).
@@ -46,8 +46,8 @@ PHASE_DATA = {
 
 
 def sweep(reps: int, max_tokens: int, ks: list[int], depths: list[int]) -> list[dict]:
-    from engines.sweep import SweepPrompt, SweepRequest, run_sweep
-    from prompts import get_prompt
+    from specdeck.engines.sweep import SweepPrompt, SweepRequest, run_sweep
+    from specdeck.prompts import get_prompt
 
     demo = require_demo_models()
     request = SweepRequest(
@@ -68,12 +68,12 @@ def sweep(reps: int, max_tokens: int, ks: list[int], depths: list[int]) -> list[
 
 def plain_rate(max_tokens: int, reps: int) -> float:
     """Median plain-decoding tokens/s of the demo target in this process."""
-    from engines.compare import encode_prompt
-    from engines.config import DecodeSettings
-    from engines.loading import ModelStore
-    from engines.stats import compute_stats, median
-    from engines.strategies import Models, run_strategy
-    from prompts import get_prompt
+    from specdeck.engines.compare import encode_prompt
+    from specdeck.engines.config import DecodeSettings
+    from specdeck.engines.loading import ModelStore
+    from specdeck.engines.stats import compute_stats, median
+    from specdeck.engines.strategies import Models, run_strategy
+    from specdeck.prompts import get_prompt
 
     target = ModelStore().get(require_demo_models().target)
     ids = encode_prompt(target.tokenizer, get_prompt("code").text)
@@ -89,7 +89,7 @@ def plain_rate(max_tokens: int, reps: int) -> float:
 def matmul_gflops(n: int = 1024, reps: int = 5) -> float:
     """float32 n x n x n matrix product speed in this process (median of ``reps``)."""
     import mlx.core as mx
-    from engines.stats import median
+    from specdeck.engines.stats import median
 
     a, b = mx.random.normal((n, n)), mx.random.normal((n, n))
     mx.eval(a @ b)
@@ -107,14 +107,15 @@ def round_costs(max_tokens: int) -> dict:
     net layers to the state the verify pass kept (``engines.capture``), or, with capture
     turned off as for other recurrent layouts, restores the state and replays the kept
     tokens: a second target pass."""
-    import engines.speculative
-    from engines.compare import CompareRequest, encode_prompt, load_models
-    from engines.config import DecodeSettings
-    from engines.events import Round
-    from engines.loading import ModelStore
-    from engines.stats import median
-    from engines.strategies import run_strategy
-    from prompts import get_prompt
+    import specdeck.engines.speculative
+    from specdeck import engines
+    from specdeck.engines.compare import CompareRequest, encode_prompt, load_models
+    from specdeck.engines.config import DecodeSettings
+    from specdeck.engines.events import Round
+    from specdeck.engines.loading import ModelStore
+    from specdeck.engines.stats import median
+    from specdeck.engines.strategies import run_strategy
+    from specdeck.prompts import get_prompt
 
     demo = require_demo_models()
     models = load_models(CompareRequest(target=demo.target, draft=demo.draft,
@@ -364,7 +365,7 @@ def main() -> int:
         (DEMO_DIR / "MODEL_CARD.md").write_text(render_card(json.loads(card_path.read_text())))
         return 0
 
-    from engines.machine import blas_library
+    from specdeck.engines.machine import blas_library
 
     print(f"BLAS in this process: {blas_library() or 'the bundled reference BLAS'}")
     cells = sweep(args.reps, args.max_tokens, [int(k) for k in args.ks.split(",")],

@@ -28,9 +28,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E402
 
-from engines.config import DecodeSettings  # noqa: E402
-from engines.loading import ModelStore  # noqa: E402
-from engines.strategies import Models, run_strategy  # noqa: E402
+from specdeck.engines.config import DecodeSettings  # noqa: E402
+from specdeck.engines.loading import ModelStore  # noqa: E402
+from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 

@@ -35,8 +35,8 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from engines.events import Done, Prefill, Round, Trace  # noqa: E402
-from engines.stats import compute_stats  # noqa: E402
+from specdeck.engines.events import Done, Prefill, Round, Trace  # noqa: E402
+from specdeck.engines.stats import compute_stats  # noqa: E402
 from specdeck.playback import SPEEDS, Playback, Schedule  # noqa: E402
 from specdeck.session import (  # noqa: E402
     build_document, event_to_dict, load_session, save_document,

@@ -33,12 +33,12 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from textual.app import App, ComposeResult  # noqa: E402
 
-from engines.compare import CompareRequest, run_compare  # noqa: E402
-from engines.config import DecodeSettings  # noqa: E402
-from engines.loading import ModelStore  # noqa: E402
-from engines.stats import compute_stats  # noqa: E402
-from tui.app import SpecdeckApp  # noqa: E402
-from tui.token_view import TokenView  # noqa: E402
+from specdeck.engines.compare import CompareRequest, run_compare  # noqa: E402
+from specdeck.engines.config import DecodeSettings  # noqa: E402
+from specdeck.engines.loading import ModelStore  # noqa: E402
+from specdeck.engines.stats import compute_stats  # noqa: E402
+from specdeck.tui.app import SpecdeckApp  # noqa: E402
+from specdeck.tui.token_view import TokenView  # noqa: E402
 from tui_support import settle, words  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"

@@ -17,7 +17,7 @@ from typing import Any, Sequence
 
 import mlx.core as mx
 
-from engines.decoding import log_probs
+from specdeck.engines.decoding import log_probs
 
 
 def supports_capture(model: Any) -> bool:

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from engines.errors import ModelError
+from specdeck.engines.errors import ModelError
 
 #: Bytes per element of each safetensors dtype.
 DTYPE_BYTES = {

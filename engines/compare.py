@@ -11,17 +11,17 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from engines.config import STRATEGIES, DecodeSettings
-from engines.errors import SettingsError
-from engines.decoding import Clock
-from engines.events import Event, Trace
-from engines.catalog import ModelInfo, describe_dir
-from engines.loading import ModelStore, check_pair, load_tokenizer, resolve
-from engines.memory import (
+from specdeck.engines.config import STRATEGIES, DecodeSettings
+from specdeck.engines.errors import SettingsError
+from specdeck.engines.decoding import Clock
+from specdeck.engines.events import Event, Trace
+from specdeck.engines.catalog import ModelInfo, describe_dir
+from specdeck.engines.loading import ModelStore, check_pair, load_tokenizer, resolve
+from specdeck.engines.memory import (
     MemoryEstimate, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
-from engines.mtp import load_mtp
-from engines.strategies import Models, run_strategy
+from specdeck.engines.mtp import load_mtp
+from specdeck.engines.strategies import Models, run_strategy
 
 #: Strategies that need a draft model.
 NEEDS_DRAFT = {"draft"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
 
-from engines.errors import SettingsError
+from specdeck.engines.errors import SettingsError
 
 STRATEGIES = ("plain", "draft", "mtp", "ngram")
 

@@ -12,8 +12,8 @@ from typing import Any, Callable, Sequence
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
 
-from engines.config import DecodeSettings
-from engines.events import Done, FinishReason, Prefill
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.events import Done, FinishReason, Prefill
 
 Clock = Callable[[], float]
 

@@ -14,7 +14,7 @@ import sysconfig
 from pathlib import Path
 from typing import NamedTuple
 
-from engines.errors import ModelError
+from specdeck.engines.errors import ModelError
 
 #: Where ``scripts/train_demo.py`` writes the family: a checkout (or editable install).
 CHECKOUT_DIR = Path(__file__).resolve().parent.parent / "models" / "demo"

@@ -8,13 +8,13 @@ from typing import Any, Iterator, Sequence
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
-from engines.config import DecodeSettings
-from engines.decoding import Clock, forward
-from engines.events import Event
-from engines.loading import LoadedModel
-from engines.rollback import Checkpoint, checkpoint, restore
-from engines.sampling import KeyStream, choose, sampling_logprobs
-from engines.speculative import run_speculative
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.decoding import Clock, forward
+from specdeck.engines.events import Event
+from specdeck.engines.loading import LoadedModel
+from specdeck.engines.rollback import Checkpoint, checkpoint, restore
+from specdeck.engines.sampling import KeyStream, choose, sampling_logprobs
+from specdeck.engines.speculative import run_speculative
 
 
 class DraftModel:

@@ -16,8 +16,8 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map
 
-from engines.catalog import require_model_dir
-from engines.errors import ModelError
+from specdeck.engines.catalog import require_model_dir
+from specdeck.engines.errors import ModelError
 
 #: Files needed to read a model's configuration and tokenizer without its weights.
 _TOKENIZER_PATTERNS = ["*.json", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja"]

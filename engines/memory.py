@@ -30,9 +30,9 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from engines.catalog import CAPTURE_TYPES, ModelInfo
-from engines.config import DecodeSettings
-from engines.errors import ModelError
+from specdeck.engines.catalog import CAPTURE_TYPES, ModelInfo
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.errors import ModelError
 
 #: mlx-lm's ``KVCache.step``: caches grow by this many positions at a time.
 KV_STEP = 256

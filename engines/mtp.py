@@ -37,13 +37,13 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.qwen3_5 import TextModelArgs
 
-from engines.config import DecodeSettings
-from engines.decoding import Clock, log_probs, split_at_output
-from engines.errors import ModelError
-from engines.events import Event
-from engines.loading import LoadedModel, prefer_fast_dtype
-from engines.sampling import KeyStream, choose, sampling_logprobs
-from engines.speculative import run_speculative
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.decoding import Clock, log_probs, split_at_output
+from specdeck.engines.errors import ModelError
+from specdeck.engines.events import Event
+from specdeck.engines.loading import LoadedModel, prefer_fast_dtype
+from specdeck.engines.sampling import KeyStream, choose, sampling_logprobs
+from specdeck.engines.speculative import run_speculative
 
 
 class MtpHead:

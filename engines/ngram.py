@@ -15,12 +15,12 @@ from typing import Any, Iterator, Sequence
 
 import mlx.core as mx
 
-from engines.config import DecodeSettings
-from engines.decoding import Clock
-from engines.events import Event
-from engines.loading import LoadedModel
-from engines.sampling import KeyStream
-from engines.speculative import run_speculative
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.decoding import Clock
+from specdeck.engines.events import Event
+from specdeck.engines.loading import LoadedModel
+from specdeck.engines.sampling import KeyStream
+from specdeck.engines.speculative import run_speculative
 
 
 class PromptLookup:

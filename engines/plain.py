@@ -14,11 +14,11 @@ import mlx.core as mx
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
-from engines.config import DecodeSettings
-from engines.decoding import Clock, Output, Timer, forward, prefill_event
-from engines.events import Event, Round
-from engines.loading import LoadedModel
-from engines.sampling import KeyStream, choose, sampling_logprobs, top_alternatives
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.decoding import Clock, Output, Timer, forward, prefill_event
+from specdeck.engines.events import Event, Round
+from specdeck.engines.loading import LoadedModel
+from specdeck.engines.sampling import KeyStream, choose, sampling_logprobs, top_alternatives
 
 
 def run_plain(

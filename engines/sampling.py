@@ -13,8 +13,8 @@ from dataclasses import dataclass
 import mlx.core as mx
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 
-from engines.config import Sampling
-from engines.decoding import log_probs
+from specdeck.engines.config import Sampling
+from specdeck.engines.decoding import log_probs
 
 
 class KeyStream:

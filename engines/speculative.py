@@ -16,13 +16,13 @@ import mlx.core as mx
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
-from engines.capture import CapturedPass, commit_prefix, forward_captured, supports_capture
-from engines.config import DecodeSettings
-from engines.decoding import Clock, Output, Timer, forward, forward_hidden, prefill_event
-from engines.events import EndKind, Event, Round
-from engines.loading import LoadedModel
-from engines.rollback import Rewind, checkpoint, rewind
-from engines.sampling import KeyStream, judge_drafts, sampling_logprobs, top_alternatives
+from specdeck.engines.capture import CapturedPass, commit_prefix, forward_captured, supports_capture
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.decoding import Clock, Output, Timer, forward, forward_hidden, prefill_event
+from specdeck.engines.events import EndKind, Event, Round
+from specdeck.engines.loading import LoadedModel
+from specdeck.engines.rollback import Rewind, checkpoint, rewind
+from specdeck.engines.sampling import KeyStream, judge_drafts, sampling_logprobs, top_alternatives
 
 
 class Proposer(Protocol):

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Iterable
 
-from engines.events import Done, Event, Prefill, Round
+from specdeck.engines.events import Done, Event, Prefill, Round
 
 
 @dataclass(slots=True)

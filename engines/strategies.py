@@ -12,15 +12,15 @@ from typing import Callable, Iterator
 
 import mlx.core as mx
 
-from engines.config import STRATEGIES, DecodeSettings
-from engines.errors import SettingsError
-from engines.decoding import Clock
-from engines.draft import run_draft
-from engines.events import Done, Event, Round
-from engines.loading import LoadedModel
-from engines.mtp import MtpModel, run_mtp
-from engines.ngram import run_ngram
-from engines.plain import run_plain
+from specdeck.engines.config import STRATEGIES, DecodeSettings
+from specdeck.engines.errors import SettingsError
+from specdeck.engines.decoding import Clock
+from specdeck.engines.draft import run_draft
+from specdeck.engines.events import Done, Event, Round
+from specdeck.engines.loading import LoadedModel
+from specdeck.engines.mtp import MtpModel, run_mtp
+from specdeck.engines.ngram import run_ngram
+from specdeck.engines.plain import run_plain
 
 
 @dataclass

@@ -17,13 +17,13 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from engines.compare import CompareRequest, encode_prompt, load_models
-from engines.config import DecodeSettings, Sampling
-from engines.errors import SettingsError
-from engines.events import Trace
-from engines.loading import ModelStore
-from engines.stats import Stats, compute_stats, expected_tokens_per_round, median, robust_cv
-from engines.strategies import run_strategy
+from specdeck.engines.compare import CompareRequest, encode_prompt, load_models
+from specdeck.engines.config import DecodeSettings, Sampling
+from specdeck.engines.errors import SettingsError
+from specdeck.engines.events import Trace
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.stats import Stats, compute_stats, expected_tokens_per_round, median, robust_cv
+from specdeck.engines.strategies import run_strategy
 
 SPECULATIVE = ("draft", "mtp", "ngram")
 
@@ -368,7 +368,7 @@ def read_prompt_set(value: str) -> list[SweepPrompt]:
     """Prompts from a prompt file of ``prompts/``'s format, a plain text file, a folder of
     prompt files, a JSONL file (one ``{"prompt": ..., "name"?: ..., "kind"?: ...}`` per
     line) or, failing all those, the text itself."""
-    from prompts import parse_prompt, text_of
+    from specdeck.prompts import parse_prompt, text_of
 
     path = Path(value).expanduser()
     if path.is_dir():

@@ -17,7 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from tui.app import SpecdeckApp  # noqa: E402
+from specdeck.tui.app import SpecdeckApp  # noqa: E402
 from tui_support import demo_traces  # noqa: E402
 
 SIZE = (150, 42)

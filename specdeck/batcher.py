@@ -12,7 +12,7 @@ import threading
 import time
 from typing import Callable
 
-from engines.events import Done, Event
+from specdeck.engines.events import Done, Event
 
 Batch = list[tuple[str, Event]]
 

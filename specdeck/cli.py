@@ -15,8 +15,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
-from engines.errors import ModelError, SettingsError
+from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
+from specdeck.engines.errors import ModelError, SettingsError
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
@@ -34,7 +34,7 @@ class UserError(Exception):
 def read_prompt(value: str) -> str:
     """A prompt given as text or as the path of a text file. A file in the format of
     ``prompts/`` (name and description lines, ``---``, the text) gives only its text."""
-    from prompts import text_of
+    from specdeck.prompts import text_of
 
     path = Path(value).expanduser()
     try:
@@ -134,9 +134,9 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from engines.compare import CompareRequest, run_compare
-    from engines.demo import default_models
-    from engines.machine import describe_machine
+    from specdeck.engines.compare import CompareRequest, run_compare
+    from specdeck.engines.demo import default_models
+    from specdeck.engines.machine import describe_machine
     from specdeck.session import build_document, compare_config, save_document
     from specdeck.session_store import autosave
 
@@ -219,8 +219,8 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     """Open the app on ``request``, refusing a missing model before the screen changes.
     Every run the app measures is saved as a session (into ``sessions_dir``) unless
     ``save`` is false."""
-    from engines.loading import resolve
-    from tui import run_app
+    from specdeck.engines.loading import resolve
+    from specdeck.tui import run_app
 
     for source in (request.target, request.draft, request.mtp_model):
         if source:
@@ -231,9 +231,9 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
 
 def cmd_playground(args: argparse.Namespace) -> int:
     """``specdeck`` alone: plain, draft and MTP on the demo models and the default prompt."""
-    from engines.compare import CompareRequest
-    from engines.demo import require_demo_models
-    from prompts import get_prompt
+    from specdeck.engines.compare import CompareRequest
+    from specdeck.engines.demo import require_demo_models
+    from specdeck.prompts import get_prompt
 
     target, draft = require_demo_models()
     request = CompareRequest(

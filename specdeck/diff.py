@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
-from engines.events import Trace
+from specdeck.engines.events import Trace
 from specdeck.session import Session
 
 

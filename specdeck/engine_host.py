@@ -24,13 +24,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from engines.errors import ModelError, SettingsError
-from engines.events import Event
+from specdeck.engines.errors import ModelError, SettingsError
+from specdeck.engines.events import Event
 from specdeck.batcher import Batch, EventBatcher
 
 if TYPE_CHECKING:
-    from engines.compare import CompareRequest, CompareResult
-    from engines.loading import ModelStore
+    from specdeck.engines.compare import CompareRequest, CompareResult
+    from specdeck.engines.loading import ModelStore
 
 
 # -- messages from the engine ------------------------------------------------------------
@@ -98,7 +98,7 @@ class RunCommand:
 def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMessage], None],
               cancelled: Callable[[], bool], clock: Callable[[], float]) -> None:
     """Run one comparison, sending its events in batches and a ``RunEnded`` last."""
-    from engines.compare import run_compare
+    from specdeck.engines.compare import run_compare
 
     run_id, request = command.run_id, command.request
     batcher = EventBatcher(lambda batch: send(EventBatch(run_id, batch)))
@@ -132,7 +132,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
 
 def _save(result: "CompareResult", sessions_dir: str | None) -> Path:
     """Save a measured (or cancelled: partial) run, as ``specdeck compare`` does."""
-    from engines.machine import describe_machine
+    from specdeck.engines.machine import describe_machine
     from specdeck.session import build_document, compare_config
     from specdeck.session_store import autosave
 
@@ -180,7 +180,7 @@ class ThreadHost:
     def _serve(self) -> None:
         import time
 
-        from engines.loading import ModelStore
+        from specdeck.engines.loading import ModelStore
 
         store = self._store if self._store is not None else ModelStore()
         serve(self._commands.get, self._deliver, lambda: self._cancelled_through, store,
@@ -302,7 +302,7 @@ def _child_main(connection: Any, cancelled_through: Any, log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    from engines.loading import ModelStore
+    from specdeck.engines.loading import ModelStore
 
     def receive() -> RunCommand | None:
         try:

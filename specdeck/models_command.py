@@ -9,8 +9,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from engines.catalog import ModelInfo, find_models, suggest_drafts
-from engines.memory import gb
+from specdeck.engines.catalog import ModelInfo, find_models, suggest_drafts
+from specdeck.engines.memory import gb
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from engines.events import Done, Event, Trace
+from specdeck.engines.events import Done, Event, Trace
 
 #: Speeds offered by the playground's speed keys, slowest first.
 SPEEDS = (0.25, 0.5, 1.0, 2.0, 4.0, 10.0)

@@ -23,8 +23,8 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
-from engines.events import EVENT_TYPES, Event, Trace
-from engines.stats import Stats, compute_stats
+from specdeck.engines.events import EVENT_TYPES, Event, Trace
+from specdeck.engines.stats import Stats, compute_stats
 from specdeck.session_check import SessionError, check_trace
 
 SCHEMA_VERSION = 1

@@ -20,7 +20,7 @@ from typing import (
     Any, Callable, Iterable, Literal, Sequence, Union, get_args, get_origin, get_type_hints,
 )
 
-from engines.events import EVENT_TYPES, Done, Event, Prefill, Round, Trace
+from specdeck.engines.events import EVENT_TYPES, Done, Event, Prefill, Round, Trace
 
 
 class SessionError(Exception):

@@ -107,7 +107,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
 def _import_tui(what: str):
     """The ``tui`` package, or a UserError saying to print with --headless instead."""
     try:
-        import tui
+        from specdeck import tui
     except ImportError as exc:
         from specdeck.cli import UserError
 
@@ -126,7 +126,7 @@ def _open_app(session) -> int:
 
 def _open_sweep_view(sweep) -> int:
     _import_tui("sweep")
-    from tui.sweep_view import run_sweep_view
+    from specdeck.tui.sweep_view import run_sweep_view
 
     run_sweep_view(sweep)
     return 0

@@ -8,7 +8,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from engines.errors import SettingsError
+from specdeck.engines.errors import SettingsError
 
 DEFAULT_PROMPTS = ("code", "prose")
 
@@ -57,8 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _prompts(values: list[str] | None):
-    from engines.sweep import SweepPrompt, read_prompt_set
-    from prompts import get_prompt
+    from specdeck.engines.sweep import SweepPrompt, read_prompt_set
+    from specdeck.prompts import get_prompt
 
     if not values:
         return [SweepPrompt(key, get_prompt(key).text, key) for key in DEFAULT_PROMPTS]
@@ -97,10 +97,10 @@ def run(args: argparse.Namespace) -> int:
 
     import orjson
 
-    from engines.config import Sampling
-    from engines.demo import default_models
-    from engines.machine import describe_machine
-    from engines.sweep import SweepProgress, SweepRequest, run_sweep, sweep_document
+    from specdeck.engines.config import Sampling
+    from specdeck.engines.demo import default_models
+    from specdeck.engines.machine import describe_machine
+    from specdeck.engines.sweep import SweepProgress, SweepRequest, run_sweep, sweep_document
     from specdeck.chart import speedup_chart_svg
     from specdeck.session import write_atomic
 

@@ -17,7 +17,7 @@ import numpy as np
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 from scipy.stats import chisquare
 
-from engines.config import Sampling
+from specdeck.engines.config import Sampling
 
 
 def _sampling_probs(logits: mx.array, sampling: Sampling) -> np.ndarray:

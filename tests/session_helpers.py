@@ -5,8 +5,8 @@ Token ``n`` always reads as the text ``" w<n>"``, so a test can predict any text
 
 from __future__ import annotations
 
-from engines.config import DecodeSettings
-from engines.events import Done, Prefill, Round, Trace
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.events import Done, Prefill, Round, Trace
 from specdeck.session import Session, build_document, session_from_document
 
 MACHINE = {"chip": "Test CPU", "os": "Linux 6.1", "machine": "x86_64", "python": "3.11",

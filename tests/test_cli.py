@@ -118,7 +118,7 @@ def test_hub_id_offline_says_so(tmp_path) -> None:
 
 
 def test_prompt_files_in_the_builtin_format_give_their_text(tmp_path) -> None:
-    from prompts import PROMPTS_DIR, get_prompt
+    from specdeck.prompts import PROMPTS_DIR, get_prompt
     from specdeck.cli import read_prompt
 
     assert read_prompt(str(PROMPTS_DIR / "code.txt")) == get_prompt("code").text

@@ -8,17 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from engines.compare import CompareRequest, encode_prompt, load_models
-from engines.config import DecodeSettings
-from engines.demo import (
+from specdeck.engines.compare import CompareRequest, encode_prompt, load_models
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.demo import (
     CHECKOUT_DIR, DEMO_DIR, INSTALLED_DIR, default_models, demo_models, require_demo_models,
 )
-from engines.errors import ModelError
-from engines.events import Trace
-from engines.loading import ModelStore
-from engines.stats import compute_stats
-from engines.strategies import run_strategy
-from prompts import get_prompt
+from specdeck.engines.errors import ModelError
+from specdeck.engines.events import Trace
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.stats import compute_stats
+from specdeck.engines.strategies import run_strategy
+from specdeck.prompts import get_prompt
 
 #: Acceptance may move a little across BLAS libraries and CPUs (float32 sums in another
 #: order can flip a near-tie argmax); more than this means the weights or engine changed.

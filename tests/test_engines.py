@@ -9,13 +9,15 @@ import pytest
 from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.sample_utils import make_sampler
 
-import engines.speculative
-from engines.config import DecodeSettings, Sampling
-from engines.events import Done, Prefill, Round, Trace
-from engines.loading import ModelStore
-from engines.sampling import Verdict
-from engines.stats import compute_stats
-from engines.strategies import Models, run_strategy
+import specdeck.engines.speculative
+
+from specdeck import engines
+from specdeck.engines.config import DecodeSettings, Sampling
+from specdeck.engines.events import Done, Prefill, Round, Trace
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.sampling import Verdict
+from specdeck.engines.stats import compute_stats
+from specdeck.engines.strategies import Models, run_strategy
 from lossless import lossless_pvalues
 
 PROMPT = "def add(a, b):\n    return"
@@ -78,8 +80,8 @@ def test_hybrid_rejections_rewind_from_captured_states(tiny_family, store) -> No
 def test_hybrid_without_capture_restores_and_replays(tiny_family, store, monkeypatch) -> None:
     """Recurrent layers of another layout (mamba, ...) have no captured states: the
     target restores the state from before the pass and feeds the kept tokens again."""
-    import engines.speculative
-
+    import specdeck.engines.speculative
+    from specdeck import engines
     monkeypatch.setattr(engines.speculative, "supports_capture", lambda model: False)
     models = pair(store, tiny_family, "hybrid_target", "hybrid_draft")
     plain = run("plain", models, greedy())

@@ -8,8 +8,8 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
-from engines.errors import ModelError
-from engines.loading import ModelStore, check_pair, vocabulary_mismatch, load_tokenizer
+from specdeck.engines.errors import ModelError
+from specdeck.engines.loading import ModelStore, check_pair, vocabulary_mismatch, load_tokenizer
 
 
 def test_a_model_is_loaded_once(tiny_family) -> None:

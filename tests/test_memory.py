@@ -12,14 +12,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from engines.catalog import describe_dir
-from engines.config import DecodeSettings
-from engines.errors import ModelError
-from engines.memory import (
+from specdeck.engines.catalog import describe_dir
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.errors import ModelError
+from specdeck.engines.memory import (
     KV_STEP, MemoryEstimate, check_headroom, estimate, estimate_comparison, free_memory,
     weight_bytes,
 )
-from engines.demo import demo_models
+from specdeck.engines.demo import demo_models
 from specdeck.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -170,8 +170,8 @@ def test_free_memory_is_read() -> None:
 
 
 def test_too_large_for_memory_refused_under_strict(tiny_family, monkeypatch, capsys) -> None:
-    import engines.memory
-
+    import specdeck.engines.memory
+    from specdeck import engines
     monkeypatch.setattr(engines.memory, "free_memory", lambda: 100_000)
     args = ["compare", "--headless", "--no-save", "--target", str(tiny_family["llama_target"]),
             "--draft", str(tiny_family["llama_draft"]), "--prompt", PROMPT, "--max-tokens", "8"]

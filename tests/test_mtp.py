@@ -17,14 +17,14 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models import qwen3_5
 
-from engines.compare import CompareRequest, load_models
-from engines.config import DecodeSettings, Sampling
-from engines.errors import ModelError
-from engines.events import Trace
-from engines.loading import ModelStore
-from engines.mtp import load_mtp
-from engines.stats import compute_stats
-from engines.strategies import Models, run_strategy
+from specdeck.engines.compare import CompareRequest, load_models
+from specdeck.engines.config import DecodeSettings, Sampling
+from specdeck.engines.errors import ModelError
+from specdeck.engines.events import Trace
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.mtp import load_mtp
+from specdeck.engines.stats import compute_stats
+from specdeck.engines.strategies import Models, run_strategy
 from lossless import lossless_pvalues
 from specdeck.cli import main
 from specdeck.session import SCHEMA_PATH
@@ -273,12 +273,13 @@ def test_mtp_import_pulls_no_server_gui_or_web_packages(tiny_family) -> None:
     """optiq's package depends on flask, openai, pygame, ddgs...: none may load."""
     script = """
 import json, sys
-import engines.mtp
+import specdeck.engines.mtp
+from specdeck import engines
 lazy = "optiq" not in sys.modules
-from engines.config import DecodeSettings
-from engines.events import Round
-from engines.loading import ModelStore
-from engines.mtp import load_mtp, run_mtp
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.events import Round
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.mtp import load_mtp, run_mtp
 target = ModelStore().get(sys.argv[1])
 mtp = load_mtp(target)
 settings = DecodeSettings(max_tokens=8, mtp_depth=2, stop_at_eos=False)

@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from engines.config import DecodeSettings, Sampling
-from engines.events import Trace
-from engines.loading import ModelStore
-from engines.ngram import PromptLookup
-from engines.stats import compute_stats
-from engines.strategies import Models, run_strategy
+from specdeck.engines.config import DecodeSettings, Sampling
+from specdeck.engines.events import Trace
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.ngram import PromptLookup
+from specdeck.engines.stats import compute_stats
+from specdeck.engines.strategies import Models, run_strategy
 from lossless import lossless_pvalues
 
 PROMPT = "def add(a, b):\n    return"

@@ -16,8 +16,8 @@ import jsonschema
 import orjson
 import pytest
 
-from engines.compare import CompareRequest, run_compare
-from engines.config import DecodeSettings
+from specdeck.engines.compare import CompareRequest, run_compare
+from specdeck.engines.config import DecodeSettings
 from specdeck.cli import main
 from specdeck.diff import diff_sessions
 from specdeck.session import SCHEMA_PATH, build_document, load_session, save_document
@@ -81,8 +81,7 @@ def test_greedy_draft_equals_plain_in_one_line(recorded, capsys) -> None:
 
 
 def test_replay_opens_the_app_on_the_saved_traces(recorded, monkeypatch) -> None:
-    import tui
-
+    from specdeck import tui
     opened = {}
     monkeypatch.setattr(tui, "run_app", lambda **kwargs: opened.update(kwargs))
     path, traces = recorded

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from engines.events import Done
+from specdeck.engines.events import Done
 from specdeck import session as session_module
 from specdeck.diff import diff_sessions
 from specdeck.session import (

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from engines.events import Done, Prefill, Round
-from engines.stats import compute_stats, expected_tokens_per_round, predicted_speedup
+from specdeck.engines.events import Done, Prefill, Round
+from specdeck.engines.stats import compute_stats, expected_tokens_per_round, predicted_speedup
 
 
 def rnd(i, drafted, accepted, t, draft_s, verify_s, end="correction"):

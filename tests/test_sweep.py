@@ -8,10 +8,12 @@ import xml.etree.ElementTree as ET
 import orjson
 import pytest
 
-import engines.sweep
-from engines.events import Done, Prefill, Round
-from engines.stats import compute_stats, median, robust_cv
-from engines.sweep import CellSpec, read_prompt_set, recommendations, summarise_cell
+import specdeck.engines.sweep
+
+from specdeck import engines
+from specdeck.engines.events import Done, Prefill, Round
+from specdeck.engines.stats import compute_stats, median, robust_cv
+from specdeck.engines.sweep import CellSpec, read_prompt_set, recommendations, summarise_cell
 from specdeck.chart import series_of, speedup_chart_svg
 from specdeck.cli import main
 

@@ -14,16 +14,16 @@ import pytest
 
 pytest.importorskip("mlx_lm")
 
-from engines.compare import CompareRequest  # noqa: E402
-from engines.config import DecodeSettings  # noqa: E402
-from engines.events import Done, Round, Trace  # noqa: E402
-from engines.stats import compute_stats  # noqa: E402
+from specdeck.engines.compare import CompareRequest  # noqa: E402
+from specdeck.engines.config import DecodeSettings  # noqa: E402
+from specdeck.engines.events import Done, Round, Trace  # noqa: E402
+from specdeck.engines.stats import compute_stats  # noqa: E402
 from specdeck.playback import Schedule  # noqa: E402
-from tui.app import SpecdeckApp  # noqa: E402
-from tui.help_screen import HelpScreen  # noqa: E402
-from tui.inspector import RoundInspector  # noqa: E402
-from tui.settings_screen import SettingsScreen  # noqa: E402
-from tui.token_view import printable  # noqa: E402
+from specdeck.tui.app import SpecdeckApp  # noqa: E402
+from specdeck.tui.help_screen import HelpScreen  # noqa: E402
+from specdeck.tui.inspector import RoundInspector  # noqa: E402
+from specdeck.tui.settings_screen import SettingsScreen  # noqa: E402
+from specdeck.tui.token_view import printable  # noqa: E402
 from tui_support import run_async, settle  # noqa: E402
 
 PROMPT = "def add(a, b):\n    return"

@@ -14,15 +14,15 @@ import pytest
 from textual.app import App
 from textual.widgets import DataTable, Input
 
-import tui.model_picker as model_picker
-from engines.catalog import ModelInfo
+import specdeck.tui.model_picker as model_picker
+from specdeck.engines.catalog import ModelInfo
 from specdeck.cli import main
 from specdeck.session import load_session
 from specdeck.sweep_file import cell_row, load_sweep
-from tui.app import SpecdeckApp
-from tui.model_picker import ModelPicker, catalog_dirs
-from tui.speedup_chart import BREAK_EVEN, plot_speedups
-from tui.sweep_view import SweepApp
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.model_picker import ModelPicker, catalog_dirs
+from specdeck.tui.speedup_chart import BREAK_EVEN, plot_speedups
+from specdeck.tui.sweep_view import SweepApp
 from session_helpers import document, sample_traces
 from tui_support import demo_traces, run_async, settle
 
@@ -84,13 +84,13 @@ class SettingsHost(App[None]):
         self.request = request
 
     def on_mount(self) -> None:
-        from tui.settings_screen import SettingsScreen
+        from specdeck.tui.settings_screen import SettingsScreen
 
         self.push_screen(SettingsScreen(self.request))
 
 
 def compare_request(target: Path):
-    compare = pytest.importorskip("engines.compare")  # the dialog edits a CompareRequest
+    compare = pytest.importorskip("specdeck.engines.compare")  # the dialog edits a CompareRequest
     return compare.CompareRequest(target=str(target), strategies=["plain", "draft"],
                                   prompt="def add(a, b):", draft=None)
 
@@ -184,8 +184,7 @@ async def test_a_replay_shows_each_panes_estimate_next_to_its_peak():
 
 
 def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
-    import tui
-
+    from specdeck import tui
     doc = document(sample_traces())
     doc["config"]["memory_estimates"] = {
         "plain": {"weights": 100, "total": 1_000}, "draft": {"total": 2_000},
@@ -203,8 +202,8 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
 @run_async
 async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
     pytest.importorskip("mlx_lm")
-    from engines.compare import CompareRequest, estimate_memory
-    from engines.config import DecodeSettings
+    from specdeck.engines.compare import CompareRequest, estimate_memory
+    from specdeck.engines.config import DecodeSettings
 
     request = CompareRequest(
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
@@ -311,8 +310,8 @@ async def test_the_sweep_view_shows_table_chart_and_recommendations(sweep_file):
 
 
 def test_replay_opens_a_sweep_in_the_sweep_view(sweep_file, monkeypatch):
-    import tui.sweep_view
-
+    import specdeck.tui.sweep_view
+    from specdeck import tui
     opened = []
     monkeypatch.setattr(tui.sweep_view, "run_sweep_view", opened.append)
     assert main(["replay", str(sweep_file)]) == 0

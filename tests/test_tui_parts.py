@@ -10,14 +10,14 @@ from dataclasses import replace
 
 import pytest
 
-from engines.config import DecodeSettings
-from engines.errors import SettingsError
-from engines.events import Done, Prefill, Round, Trace
-from prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_prompt
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.errors import SettingsError
+from specdeck.engines.events import Done, Prefill, Round, Trace
+from specdeck.prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_prompt
 from specdeck.batcher import EventBatcher
 from specdeck.playback import Playback, Schedule, next_speed
-from tui.inspector import describe_rollback, explain_round
-from tui.token_view import TokenView, printable, round_tokens
+from specdeck.tui.inspector import describe_rollback, explain_round
+from specdeck.tui.token_view import TokenView, printable, round_tokens
 from tui_support import demo_traces, run_async
 
 
@@ -127,9 +127,9 @@ def test_explain_round_greedy_and_sampled():
 
 
 def test_settings_form_builds_a_validated_request(tmp_path):
-    from tui.settings_screen import apply_form, form_values
+    from specdeck.tui.settings_screen import apply_form, form_values
 
-    compare = pytest.importorskip("engines.compare")
+    compare = pytest.importorskip("specdeck.engines.compare")
     request = compare.CompareRequest(target="t", strategies=["plain", "draft"], prompt="p",
                                      draft="d", settings=DecodeSettings())
     values = form_values(request)
@@ -149,8 +149,8 @@ def test_settings_form_builds_a_validated_request(tmp_path):
 
 def test_the_app_and_replay_never_import_mlx():
     code = (
-        "import sys, tui.app, specdeck.playback\n"
-        "from tui.app import SpecdeckApp\n"
+        "import sys, specdeck.tui.app, specdeck.playback\n"
+        "from specdeck.tui.app import SpecdeckApp\n"
         "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'optiq'))\n"
         "assert not bad, bad\n"
     )
@@ -159,7 +159,7 @@ def test_the_app_and_replay_never_import_mlx():
 
 def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys):
     pytest.importorskip("mlx_lm")
-    from engines import demo
+    from specdeck.engines import demo
     from specdeck import cli
 
     missing = tmp_path / "no-demo"

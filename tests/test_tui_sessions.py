@@ -15,9 +15,9 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from specdeck.session import save_document
 from session_helpers import document, make_trace, plain_trace, sample_traces
-from tui.app import SpecdeckApp
-from tui.diff_screen import DiffScreen, TokenDiff, inline_diff
-from tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
+from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
 from tui_support import demo_traces, run_async, settle
 
 SIZE = (160, 48)
@@ -279,8 +279,8 @@ def test_long_equal_stretches_are_cut_to_context():
 @run_async
 async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, tmp_path):
     pytest.importorskip("mlx_lm")
-    from engines.compare import CompareRequest
-    from engines.config import DecodeSettings
+    from specdeck.engines.compare import CompareRequest
+    from specdeck.engines.config import DecodeSettings
 
     # A target that is not there: the live run fails at once, without loading a model.
     request = CompareRequest(target=str(tmp_path / "no-model"), strategies=["plain", "ngram"],

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tui.app import SpecdeckApp
+from specdeck.tui.app import SpecdeckApp
 from tui_support import demo_traces, run_async
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"

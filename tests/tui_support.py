@@ -11,7 +11,7 @@ import asyncio
 import functools
 from typing import Any, Awaitable, Callable
 
-from engines.events import Done, Prefill, Round, Trace
+from specdeck.engines.events import Done, Prefill, Round, Trace
 
 
 def run_async(test: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:

@@ -1,5 +1,5 @@
 """The Textual playground. Consumes engine events; never imports mlx itself."""
 
-from tui.app import SpecdeckApp, run_app
+from specdeck.tui.app import SpecdeckApp, run_app
 
 __all__ = ["SpecdeckApp", "run_app"]

@@ -25,10 +25,10 @@ from textual.containers import Container
 from textual.timer import Timer
 from textual.widgets import Footer, Header
 
-from engines.catalog import token_decoder
-from engines.config import MAX_DRAFT_TOKENS
-from engines.events import Done, Event, Trace
-from engines.machine import blas_library
+from specdeck.engines.catalog import token_decoder
+from specdeck.engines.config import MAX_DRAFT_TOKENS
+from specdeck.engines.events import Done, Event, Trace
+from specdeck.engines.machine import blas_library
 from specdeck.diff import diff_sessions
 from specdeck.engine_host import (
     EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded, TargetLoaded, ThreadHost,
@@ -36,19 +36,19 @@ from specdeck.engine_host import (
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.session import SCHEMA_VERSION, Session
 from specdeck.session_store import default_sessions_dir
-from tui.diff_screen import DiffScreen
-from tui.fixed_text import FixedText
-from tui.help_screen import HelpScreen
-from tui.inspector import RoundInspector
-from tui.legend import Legend
-from tui.messages import FromEngine
-from tui.pane import StrategyPane
-from tui.session_browser import SessionBrowser
-from tui.settings_screen import SettingsScreen
+from specdeck.tui.diff_screen import DiffScreen
+from specdeck.tui.fixed_text import FixedText
+from specdeck.tui.help_screen import HelpScreen
+from specdeck.tui.inspector import RoundInspector
+from specdeck.tui.legend import Legend
+from specdeck.tui.messages import FromEngine
+from specdeck.tui.pane import StrategyPane
+from specdeck.tui.session_browser import SessionBrowser
+from specdeck.tui.settings_screen import SettingsScreen
 
 if TYPE_CHECKING:  # importing engines.compare loads mlx: only the engine host does
-    from engines.compare import CompareRequest
-    from engines.loading import ModelStore
+    from specdeck.engines.compare import CompareRequest
+    from specdeck.engines.loading import ModelStore
 
 #: Race frames per second.
 RACE_FPS = 30

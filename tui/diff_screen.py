@@ -19,10 +19,10 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Footer, Static
 
-from engines.events import Trace
+from specdeck.engines.events import Trace
 from specdeck.diff import DiffReport, PaneDiff
 from specdeck.session_commands import stats_table
-from tui.token_view import printable
+from specdeck.tui.token_view import printable
 
 #: Equal tokens kept on each side of an edit; longer equal stretches are cut short.
 CONTEXT = 12

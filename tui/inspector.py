@@ -15,8 +15,8 @@ from rich import box
 from rich.table import Table
 from textual.widgets import Static
 
-from engines.events import Round
-from tui.token_view import printable
+from specdeck.engines.events import Round
+from specdeck.tui.token_view import printable
 
 TokenText = Callable[[int], "str | None"]
 

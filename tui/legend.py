@@ -9,7 +9,7 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from tui.token_view import KINDS
+from specdeck.tui.token_view import KINDS
 
 #: What the legend calls each kind.
 LABELS = {

@@ -22,10 +22,10 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
-from engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
-from engines.demo import DEMO_DIR, demo_models
-from engines.errors import ModelError
-from engines.memory import gb
+from specdeck.engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
+from specdeck.engines.demo import DEMO_DIR, demo_models
+from specdeck.engines.errors import ModelError
+from specdeck.engines.memory import gb
 from specdeck.models_command import parameters_text, quant_text
 
 #: The settings fields the picker fills, and what they are called in its title.

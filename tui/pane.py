@@ -10,10 +10,10 @@ from __future__ import annotations
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
-from engines.events import Done, Event, Round
-from engines.stats import Stats
-from tui.stats_strip import StatsStrip
-from tui.token_view import TokenView, round_tokens
+from specdeck.engines.events import Done, Event, Round
+from specdeck.engines.stats import Stats
+from specdeck.tui.stats_strip import StatsStrip
+from specdeck.tui.token_view import TokenView, round_tokens
 
 
 class StrategyPane(Vertical, can_focus=True):

@@ -29,7 +29,7 @@ from specdeck.session_store import (
     list_sessions,
     rename_session,
 )
-from tui.diff_screen import DiffScreen
+from specdeck.tui.diff_screen import DiffScreen
 
 #: Prompt lines shown in the preview.
 PROMPT_LINES = 6

@@ -16,12 +16,12 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
-from engines.errors import SettingsError
-from prompts import load_prompts
-from tui.model_picker import ROLES, ModelPicker
+from specdeck.engines.errors import SettingsError
+from specdeck.prompts import load_prompts
+from specdeck.tui.model_picker import ROLES, ModelPicker
 
 if TYPE_CHECKING:  # engines.compare loads mlx; the dialog only edits the dataclass
-    from engines.compare import CompareRequest
+    from specdeck.engines.compare import CompareRequest
 
 #: Form fields: (id, label, how to read it).
 NUMBERS = (

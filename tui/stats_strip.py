@@ -10,9 +10,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline
 
-from engines.events import Event, Round
-from engines.stats import Stats, compute_stats
-from tui.fixed_text import FixedText
+from specdeck.engines.events import Event, Round
+from specdeck.engines.stats import Stats, compute_stats
+from specdeck.tui.fixed_text import FixedText
 
 
 def _ms(seconds: float | None) -> str:

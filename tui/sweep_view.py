@@ -15,7 +15,7 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
 from specdeck.sweep_file import COLUMNS, Sweep, cell_row
-from tui.speedup_chart import SpeedupChart
+from specdeck.tui.speedup_chart import SpeedupChart
 
 
 class SweepScreen(Screen[None]):

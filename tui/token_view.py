@@ -18,7 +18,7 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from engines.events import Round
+from specdeck.engines.events import Round
 
 #: Token kinds, in legend order. ``target``: plain decoding's own token.
 KINDS = ("target", "accepted", "rejected", "correction", "bonus")

@@ -1,0 +1,75 @@
+"""A wheel install: everything under the ``specdeck`` namespace, the demo family carried,
+and the command working from any directory.
+
+PyPI already has packages named ``engines``, ``tui`` and ``prompts``; the folders keep
+their place in the repository but install as ``specdeck.engines`` and so on.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import sysconfig
+import venv
+import zipfile
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("wheel")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
+        check=True, capture_output=True, timeout=600,
+    )
+    (path,) = out.glob("specdeck-*.whl")
+    return path
+
+
+def test_the_wheel_installs_no_generic_top_level_package(wheel):
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/", 1)[0] for n in names if "/" in n and ".dist-info" not in n
+           and ".data" not in n}
+    assert top == {"specdeck"}
+    for module in ("specdeck/engines/compare.py", "specdeck/tui/app.py",
+                   "specdeck/tui/app.tcss", "specdeck/prompts/code.txt"):
+        assert module in names
+
+
+def test_an_installed_wheel_runs_from_any_directory(wheel, tmp_path):
+    """Installed into a fresh environment that borrows this one's dependencies (never
+    its editable specdeck), ``specdeck compare --headless`` runs the demo family."""
+    env_dir = tmp_path / "venv"
+    venv.EnvBuilder(with_pip=False).create(env_dir)
+    python = env_dir / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
+        check=True, capture_output=True, text=True,
+    ).stdout.strip()
+    # A plain path line: the borrowed site-packages' own .pth files (the editable
+    # install's finder among them) are not run.
+    Path(site, "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    subprocess.run(
+        [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
+         "-q", str(wheel)],
+        check=True, capture_output=True, timeout=300,
+    )
+    probe = subprocess.run(
+        [str(python), "-c",
+         "import importlib.util as u, specdeck.engines as e;"
+         "print([n for n in ('engines', 'tui', 'prompts') if u.find_spec(n)]); print(e.__file__)"],
+        cwd=tmp_path, check=True, capture_output=True, text=True,
+    ).stdout.splitlines()
+    assert probe[0] == "[]"
+    assert probe[1].startswith(site)
+    run = subprocess.run(
+        [str(env_dir / "bin" / "specdeck"), "compare", "--headless", "--no-save",
+         "--strategies", "plain,draft", "--max-tokens", "8", "--prompt", "def add(a, b):"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )
+    assert run.returncode == 0, run.stderr
+    assert "draft" in run.stdout
