@@ -46,7 +46,8 @@ PHASE_DATA = {
 
 
 def sweep(reps: int, max_tokens: int, ks: list[int], depths: list[int]) -> list[dict]:
-    from specdeck.engines.sweep import SweepPrompt, SweepRequest, run_sweep
+    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.sweep import run_sweep
     from specdeck.prompts import get_prompt
 
     demo = require_demo_models()
@@ -109,7 +110,8 @@ def round_costs(max_tokens: int) -> dict:
     tokens: a second target pass."""
     import specdeck.engines.speculative
     from specdeck import engines
-    from specdeck.engines.compare import CompareRequest, encode_prompt, load_models
+    from specdeck.engines.compare import encode_prompt, load_models
+    from specdeck.engines.requests import CompareRequest
     from specdeck.engines.config import DecodeSettings
     from specdeck.engines.events import Round
     from specdeck.engines.loading import ModelStore

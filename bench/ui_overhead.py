@@ -33,7 +33,8 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from textual.app import App, ComposeResult  # noqa: E402
 
-from specdeck.engines.compare import CompareRequest, run_compare  # noqa: E402
+from specdeck.engines.compare import run_compare  # noqa: E402
+from specdeck.engines.requests import CompareRequest  # noqa: E402
 from specdeck.engines.config import DecodeSettings  # noqa: E402
 from specdeck.engines.loading import ModelStore  # noqa: E402
 from specdeck.engines.stats import compute_stats  # noqa: E402

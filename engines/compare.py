@@ -8,10 +8,9 @@ weights), then the measured run, streamed live through ``on_event``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from specdeck.engines.config import STRATEGIES, DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.events import Event, Trace
@@ -21,47 +20,8 @@ from specdeck.engines.memory import (
     MemoryEstimate, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
 from specdeck.engines.mtp import load_mtp
+from specdeck.engines.requests import NEEDS_DRAFT, CompareRequest
 from specdeck.engines.strategies import Models, run_strategy
-
-#: Strategies that need a draft model.
-NEEDS_DRAFT = {"draft"}
-
-
-@dataclass
-class CompareRequest:
-    """What to compare: models, strategies, prompt and settings."""
-
-    target: str
-    strategies: list[str]
-    prompt: str
-    settings: DecodeSettings = field(default_factory=DecodeSettings)
-    draft: str | None = None
-    #: The model whose MTP head drafts for the mtp strategy; None: the target itself.
-    mtp_model: str | None = None
-    revision: str | None = None
-    #: Apply the tokenizer's chat template: True, False, or None for "if it has one".
-    chat: bool | None = None
-    warmup_tokens: int = 8
-    #: Refuse to load when the memory estimate does not fit in free memory (else warn).
-    strict_memory: bool = False
-
-    def validate(self) -> None:
-        self.settings.validate()
-        if not self.strategies:
-            raise SettingsError("choose at least one strategy")
-        unknown = [s for s in self.strategies if s not in STRATEGIES]
-        if unknown:
-            raise SettingsError(
-                f"unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})"
-            )
-        if len(set(self.strategies)) != len(self.strategies):
-            raise SettingsError("a strategy is listed twice")
-        if NEEDS_DRAFT & set(self.strategies) and not self.draft:
-            raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
-        if not self.prompt:
-            raise SettingsError("the prompt is empty")
-        if self.warmup_tokens < 0:
-            raise SettingsError("warm-up tokens must be >= 0")
 
 
 def encode_prompt(tokenizer: Any, text: str, chat: bool | None = None) -> list[int]:

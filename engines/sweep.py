@@ -13,120 +13,18 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Callable
 
-from specdeck.engines.compare import CompareRequest, encode_prompt, load_models
-from specdeck.engines.config import DecodeSettings, Sampling
+from specdeck.engines.compare import encode_prompt, load_models
+from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Trace
 from specdeck.engines.loading import ModelStore
+from specdeck.engines.requests import CellSpec, CompareRequest, SweepPrompt, SweepRequest
 from specdeck.engines.stats import Stats, compute_stats, expected_tokens_per_round, median, robust_cv
 from specdeck.engines.strategies import run_strategy
-
-SPECULATIVE = ("draft", "mtp", "ngram")
-
-
-@dataclass(frozen=True, slots=True)
-class SweepPrompt:
-    """One prompt of a sweep; ``kind`` groups prompts in the summary (code, prose...)."""
-
-    name: str
-    text: str
-    kind: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class CellSpec:
-    """One point of the grid."""
-
-    prompt: str
-    strategy: str
-    temperature: float
-    k: int | None = None
-    depth: int | None = None
-    n: int | None = None
-
-    @property
-    def label(self) -> str:
-        if self.strategy == "draft":
-            return f"draft k={self.k}"
-        if self.strategy == "mtp":
-            return f"mtp depth={self.depth}"
-        if self.strategy == "ngram":
-            return f"ngram n={self.n} k={self.k}"
-        return self.strategy
-
-    @property
-    def drafts(self) -> int | None:
-        """The x axis of the sweep chart: drafts per round."""
-        return self.depth if self.strategy == "mtp" else self.k
-
-    def settings(self, base: DecodeSettings, seed: int) -> DecodeSettings:
-        changes: dict = {"sampling": replace(base.sampling, temperature=self.temperature, seed=seed)}
-        if self.strategy == "draft":
-            changes["num_draft_tokens"] = self.k
-        elif self.strategy == "mtp":
-            changes["mtp_depth"] = self.depth
-        elif self.strategy == "ngram":
-            changes["ngram_n"], changes["ngram_k"] = self.n, self.k
-        return replace(base, **changes)
-
-
-@dataclass
-class SweepRequest:
-    target: str
-    prompts: list[SweepPrompt]
-    strategies: list[str] = field(default_factory=lambda: ["draft"])
-    draft: str | None = None
-    mtp_model: str | None = None
-    ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
-    depths: list[int] = field(default_factory=lambda: [1, 2, 3])
-    ngram_ns: list[int] = field(default_factory=lambda: [3])
-    temperatures: list[float] = field(default_factory=lambda: [0.0])
-    reps: int = 5
-    warmup: int = 1
-    max_tokens: int = 128
-    seed: int = 0
-    #: Cells whose robust CV is above this are flagged as noisy.
-    noisy_cv: float = 0.05
-    sampling: Sampling = field(default_factory=Sampling)
-    #: Refuse to load when the memory estimate does not fit in free memory (else warn).
-    strict_memory: bool = False
-
-    def cells(self) -> list[CellSpec]:
-        cells = []
-        for prompt in self.prompts:
-            for temp in self.temperatures:
-                cells.append(CellSpec(prompt.name, "plain", temp))
-                if "draft" in self.strategies:
-                    cells += [CellSpec(prompt.name, "draft", temp, k=k) for k in self.ks]
-                if "mtp" in self.strategies:
-                    cells += [CellSpec(prompt.name, "mtp", temp, depth=d) for d in self.depths]
-                if "ngram" in self.strategies:
-                    cells += [
-                        CellSpec(prompt.name, "ngram", temp, k=k, n=n)
-                        for n in self.ngram_ns for k in self.ks
-                    ]
-        return cells
-
-    def validate(self) -> None:
-        if not self.prompts:
-            raise SettingsError("the sweep has no prompts")
-        unknown = [s for s in self.strategies if s not in SPECULATIVE]
-        if unknown:
-            raise SettingsError(
-                f"cannot sweep {unknown[0]!r} (choose from {', '.join(SPECULATIVE)})"
-            )
-        if self.reps < 1 or self.warmup < 0:
-            raise SettingsError("--reps must be >= 1 and --warmup >= 0")
-        names = [p.name for p in self.prompts]
-        if len(set(names)) != len(names):
-            raise SettingsError("two prompts of the sweep have the same name")
-        base = DecodeSettings(max_tokens=self.max_tokens, sampling=self.sampling)
-        for cell in self.cells():
-            cell.settings(base, self.seed).validate()
 
 
 @dataclass

@@ -134,7 +134,8 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    from specdeck.engines.compare import CompareRequest, run_compare
+    from specdeck.engines.compare import run_compare
+    from specdeck.engines.requests import CompareRequest
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
     from specdeck.session import build_document, compare_config, save_document
@@ -231,7 +232,7 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
 
 def cmd_playground(args: argparse.Namespace) -> int:
     """``specdeck`` alone: plain, draft and MTP on the demo models and the default prompt."""
-    from specdeck.engines.compare import CompareRequest
+    from specdeck.engines.requests import CompareRequest
     from specdeck.engines.demo import require_demo_models
     from specdeck.prompts import get_prompt
 

@@ -29,7 +29,8 @@ from specdeck.engines.events import Event
 from specdeck.batcher import Batch, EventBatcher
 
 if TYPE_CHECKING:
-    from specdeck.engines.compare import CompareRequest, CompareResult
+    from specdeck.engines.compare import CompareResult
+    from specdeck.engines.requests import CompareRequest
     from specdeck.engines.loading import ModelStore
 
 

@@ -57,7 +57,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def _prompts(values: list[str] | None):
-    from specdeck.engines.sweep import SweepPrompt, read_prompt_set
+    from specdeck.engines.requests import SweepPrompt
+    from specdeck.engines.sweep import read_prompt_set
     from specdeck.prompts import get_prompt
 
     if not values:
@@ -100,7 +101,8 @@ def run(args: argparse.Namespace) -> int:
     from specdeck.engines.config import Sampling
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
-    from specdeck.engines.sweep import SweepProgress, SweepRequest, run_sweep, sweep_document
+    from specdeck.engines.requests import SweepRequest
+    from specdeck.engines.sweep import SweepProgress, run_sweep, sweep_document
     from specdeck.chart import speedup_chart_svg
     from specdeck.session import write_atomic
 

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from specdeck.engines.compare import CompareRequest, encode_prompt, load_models
+from specdeck.engines.compare import encode_prompt, load_models
+from specdeck.engines.requests import CompareRequest
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.demo import (
     CHECKOUT_DIR, DEMO_DIR, INSTALLED_DIR, default_models, demo_models, require_demo_models,

@@ -17,7 +17,8 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models import qwen3_5
 
-from specdeck.engines.compare import CompareRequest, load_models
+from specdeck.engines.compare import load_models
+from specdeck.engines.requests import CompareRequest
 from specdeck.engines.config import DecodeSettings, Sampling
 from specdeck.engines.errors import ModelError
 from specdeck.engines.events import Trace

@@ -16,7 +16,8 @@ import jsonschema
 import orjson
 import pytest
 
-from specdeck.engines.compare import CompareRequest, run_compare
+from specdeck.engines.compare import run_compare
+from specdeck.engines.requests import CompareRequest
 from specdeck.engines.config import DecodeSettings
 from specdeck.cli import main
 from specdeck.diff import diff_sessions

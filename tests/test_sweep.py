@@ -13,7 +13,8 @@ import specdeck.engines.sweep
 from specdeck import engines
 from specdeck.engines.events import Done, Prefill, Round
 from specdeck.engines.stats import compute_stats, median, robust_cv
-from specdeck.engines.sweep import CellSpec, read_prompt_set, recommendations, summarise_cell
+from specdeck.engines.requests import CellSpec
+from specdeck.engines.sweep import read_prompt_set, recommendations, summarise_cell
 from specdeck.chart import series_of, speedup_chart_svg
 from specdeck.cli import main
 

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("mlx_lm")
 
-from specdeck.engines.compare import CompareRequest  # noqa: E402
+from specdeck.engines.requests import CompareRequest  # noqa: E402
 from specdeck.engines.config import DecodeSettings  # noqa: E402
 from specdeck.engines.events import Done, Round, Trace  # noqa: E402
 from specdeck.engines.stats import compute_stats  # noqa: E402

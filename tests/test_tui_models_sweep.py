@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Input
 
 import specdeck.tui.model_picker as model_picker
 from specdeck.engines.catalog import ModelInfo
+from specdeck.engines.requests import CompareRequest
 from specdeck.cli import main
 from specdeck.session import load_session
 from specdeck.sweep_file import cell_row, load_sweep
@@ -90,9 +91,8 @@ class SettingsHost(App[None]):
 
 
 def compare_request(target: Path):
-    compare = pytest.importorskip("specdeck.engines.compare")  # the dialog edits a CompareRequest
-    return compare.CompareRequest(target=str(target), strategies=["plain", "draft"],
-                                  prompt="def add(a, b):", draft=None)
+    return CompareRequest(target=str(target), strategies=["plain", "draft"],
+                          prompt="def add(a, b):", draft=None)
 
 
 async def open_picker(app: App, pilot, role: str) -> ModelPicker:
@@ -202,7 +202,7 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
 @run_async
 async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
     pytest.importorskip("mlx_lm")
-    from specdeck.engines.compare import CompareRequest, estimate_memory
+    from specdeck.engines.compare import estimate_memory
     from specdeck.engines.config import DecodeSettings
 
     request = CompareRequest(

@@ -13,6 +13,7 @@ import pytest
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Done, Prefill, Round, Trace
+from specdeck.engines.requests import CompareRequest
 from specdeck.prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_prompt
 from specdeck.batcher import EventBatcher
 from specdeck.playback import Playback, Schedule, next_speed
@@ -129,9 +130,8 @@ def test_explain_round_greedy_and_sampled():
 def test_settings_form_builds_a_validated_request(tmp_path):
     from specdeck.tui.settings_screen import apply_form, form_values
 
-    compare = pytest.importorskip("specdeck.engines.compare")
-    request = compare.CompareRequest(target="t", strategies=["plain", "draft"], prompt="p",
-                                     draft="d", settings=DecodeSettings())
+    request = CompareRequest(target="t", strategies=["plain", "draft"], prompt="p",
+                             draft="d", settings=DecodeSettings())
     values = form_values(request)
     assert apply_form(request, values) == request  # the round trip changes nothing
     changed = apply_form(request, {**values, "k": "5", "temperature": "0.7",

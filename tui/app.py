@@ -47,7 +47,7 @@ from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 
 if TYPE_CHECKING:  # importing engines.compare loads mlx: only the engine host does
-    from specdeck.engines.compare import CompareRequest
+    from specdeck.engines.requests import CompareRequest
     from specdeck.engines.loading import ModelStore
 
 #: Race frames per second.

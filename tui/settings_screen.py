@@ -21,7 +21,7 @@ from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
 
 if TYPE_CHECKING:  # engines.compare loads mlx; the dialog only edits the dataclass
-    from specdeck.engines.compare import CompareRequest
+    from specdeck.engines.requests import CompareRequest
 
 #: Form fields: (id, label, how to read it).
 NUMBERS = (

@@ -1,0 +1,157 @@
+"""What a comparison or a sweep is asked to run: plain dataclasses without mlx.
+
+The app edits these and hands them to the engine process; sessions and sweep files record
+them. Nothing here imports mlx, so the TUI imports them directly.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from specdeck.engines.config import STRATEGIES, DecodeSettings, Sampling
+from specdeck.engines.errors import SettingsError
+
+#: Strategies that need a draft model.
+NEEDS_DRAFT = {"draft"}
+
+
+@dataclass
+class CompareRequest:
+    """What to compare: models, strategies, prompt and settings."""
+
+    target: str
+    strategies: list[str]
+    prompt: str
+    settings: DecodeSettings = field(default_factory=DecodeSettings)
+    draft: str | None = None
+    #: The model whose MTP head drafts for the mtp strategy; None: the target itself.
+    mtp_model: str | None = None
+    revision: str | None = None
+    #: Apply the tokenizer's chat template: True, False, or None for "if it has one".
+    chat: bool | None = None
+    warmup_tokens: int = 8
+    #: Refuse to load when the memory estimate does not fit in free memory (else warn).
+    strict_memory: bool = False
+
+    def validate(self) -> None:
+        self.settings.validate()
+        if not self.strategies:
+            raise SettingsError("choose at least one strategy")
+        unknown = [s for s in self.strategies if s not in STRATEGIES]
+        if unknown:
+            raise SettingsError(
+                f"unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})"
+            )
+        if len(set(self.strategies)) != len(self.strategies):
+            raise SettingsError("a strategy is listed twice")
+        if NEEDS_DRAFT & set(self.strategies) and not self.draft:
+            raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
+        if not self.prompt:
+            raise SettingsError("the prompt is empty")
+        if self.warmup_tokens < 0:
+            raise SettingsError("warm-up tokens must be >= 0")
+
+
+#: Strategies a sweep can vary (plain is its baseline).
+SPECULATIVE = ("draft", "mtp", "ngram")
+
+
+@dataclass(frozen=True, slots=True)
+class SweepPrompt:
+    """One prompt of a sweep; ``kind`` groups prompts in the summary (code, prose...)."""
+
+    name: str
+    text: str
+    kind: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CellSpec:
+    """One point of the grid."""
+
+    prompt: str
+    strategy: str
+    temperature: float
+    k: int | None = None
+    depth: int | None = None
+    n: int | None = None
+
+    @property
+    def label(self) -> str:
+        if self.strategy == "draft":
+            return f"draft k={self.k}"
+        if self.strategy == "mtp":
+            return f"mtp depth={self.depth}"
+        if self.strategy == "ngram":
+            return f"ngram n={self.n} k={self.k}"
+        return self.strategy
+
+    @property
+    def drafts(self) -> int | None:
+        """The x axis of the sweep chart: drafts per round."""
+        return self.depth if self.strategy == "mtp" else self.k
+
+    def settings(self, base: DecodeSettings, seed: int) -> DecodeSettings:
+        changes: dict = {"sampling": replace(base.sampling, temperature=self.temperature, seed=seed)}
+        if self.strategy == "draft":
+            changes["num_draft_tokens"] = self.k
+        elif self.strategy == "mtp":
+            changes["mtp_depth"] = self.depth
+        elif self.strategy == "ngram":
+            changes["ngram_n"], changes["ngram_k"] = self.n, self.k
+        return replace(base, **changes)
+
+
+@dataclass
+class SweepRequest:
+    target: str
+    prompts: list[SweepPrompt]
+    strategies: list[str] = field(default_factory=lambda: ["draft"])
+    draft: str | None = None
+    mtp_model: str | None = None
+    ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    depths: list[int] = field(default_factory=lambda: [1, 2, 3])
+    ngram_ns: list[int] = field(default_factory=lambda: [3])
+    temperatures: list[float] = field(default_factory=lambda: [0.0])
+    reps: int = 5
+    warmup: int = 1
+    max_tokens: int = 128
+    seed: int = 0
+    #: Cells whose robust CV is above this are flagged as noisy.
+    noisy_cv: float = 0.05
+    sampling: Sampling = field(default_factory=Sampling)
+    #: Refuse to load when the memory estimate does not fit in free memory (else warn).
+    strict_memory: bool = False
+
+    def cells(self) -> list[CellSpec]:
+        cells = []
+        for prompt in self.prompts:
+            for temp in self.temperatures:
+                cells.append(CellSpec(prompt.name, "plain", temp))
+                if "draft" in self.strategies:
+                    cells += [CellSpec(prompt.name, "draft", temp, k=k) for k in self.ks]
+                if "mtp" in self.strategies:
+                    cells += [CellSpec(prompt.name, "mtp", temp, depth=d) for d in self.depths]
+                if "ngram" in self.strategies:
+                    cells += [
+                        CellSpec(prompt.name, "ngram", temp, k=k, n=n)
+                        for n in self.ngram_ns for k in self.ks
+                    ]
+        return cells
+
+    def validate(self) -> None:
+        if not self.prompts:
+            raise SettingsError("the sweep has no prompts")
+        unknown = [s for s in self.strategies if s not in SPECULATIVE]
+        if unknown:
+            raise SettingsError(
+                f"cannot sweep {unknown[0]!r} (choose from {', '.join(SPECULATIVE)})"
+            )
+        if self.reps < 1 or self.warmup < 0:
+            raise SettingsError("--reps must be >= 1 and --warmup >= 0")
+        names = [p.name for p in self.prompts]
+        if len(set(names)) != len(names):
+            raise SettingsError("two prompts of the sweep have the same name")
+        base = DecodeSettings(max_tokens=self.max_tokens, sampling=self.sampling)
+        for cell in self.cells():
+            cell.settings(base, self.seed).validate()
