@@ -16,7 +16,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import Any, Callable
 
 from textual import on, work
 from textual.app import App, ComposeResult
@@ -29,6 +29,7 @@ from specdeck.engines.catalog import token_decoder
 from specdeck.engines.config import MAX_DRAFT_TOKENS
 from specdeck.engines.events import Done, Event, Trace
 from specdeck.engines.machine import blas_library
+from specdeck.engines.requests import CompareRequest
 from specdeck.diff import diff_sessions
 from specdeck.engine_host import (
     EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded, TargetLoaded, ThreadHost,
@@ -45,10 +46,6 @@ from specdeck.tui.messages import FromEngine
 from specdeck.tui.pane import StrategyPane
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
-
-if TYPE_CHECKING:  # importing engines.compare loads mlx: only the engine host does
-    from specdeck.engines.requests import CompareRequest
-    from specdeck.engines.loading import ModelStore
 
 #: Race frames per second.
 RACE_FPS = 30
@@ -110,11 +107,11 @@ class SpecdeckApp(App[None]):
 
     def __init__(
         self,
-        request: "CompareRequest | None" = None,
+        request: CompareRequest | None = None,
         traces: dict[str, Trace] | None = None,
         *,
         settings: Any = None,
-        store: "ModelStore | None" = None,
+        store: Any = None,
         clock: Callable[[], float] = time.perf_counter,
         wall_clock: Callable[[], float] = time.monotonic,
         title: str | None = None,
@@ -126,7 +123,8 @@ class SpecdeckApp(App[None]):
         """Every live run is saved as a session into ``sessions_dir`` (default: the
         sessions folder) unless ``save_sessions`` is false. Live runs are measured in an
         engine process; ``in_process`` runs them in a thread of this one instead, where a
-        ``store`` of loaded models and a ``clock`` timing the engine's events can be
+        ``store`` of loaded models (an ``engines.loading.ModelStore``, which this module
+        does not import: it loads mlx) and a ``clock`` timing the engine's events can be
         injected (tests gate the clock to hold a run mid-way). ``wall_clock`` drives the
         race, injectable so snapshots are deterministic. ``memory_estimates`` (a
         replay's, per strategy) are shown next to each pane's measured peak; a live run
@@ -507,7 +505,7 @@ class SpecdeckApp(App[None]):
         if not self._live_only():
             return
 
-        async def apply(request: "CompareRequest | None") -> None:
+        async def apply(request: CompareRequest | None) -> None:
             if request is not None:
                 self.request = request
                 await self.start_run()
@@ -567,7 +565,7 @@ class SpecdeckApp(App[None]):
 
 
 def run_app(
-    request: "CompareRequest | None" = None,
+    request: CompareRequest | None = None,
     traces: dict[str, Trace] | None = None,
     *,
     settings: Any = None,

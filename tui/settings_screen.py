@@ -7,8 +7,6 @@ allowed, and its message is shown in the dialog instead of closing it.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
-
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -17,11 +15,9 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from specdeck.engines.errors import SettingsError
+from specdeck.engines.requests import CompareRequest
 from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
-
-if TYPE_CHECKING:  # engines.compare loads mlx; the dialog only edits the dataclass
-    from specdeck.engines.requests import CompareRequest
 
 #: Form fields: (id, label, how to read it).
 NUMBERS = (
@@ -35,7 +31,7 @@ NUMBERS = (
 )
 
 
-def form_values(request: "CompareRequest") -> dict[str, str]:
+def form_values(request: CompareRequest) -> dict[str, str]:
     """The request as the dialog's text fields."""
     s = request.settings
     values = {
@@ -55,7 +51,7 @@ def form_values(request: "CompareRequest") -> dict[str, str]:
     return values
 
 
-def apply_form(request: "CompareRequest", values: dict[str, str]) -> "CompareRequest":
+def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareRequest:
     """A new request from the dialog's fields; SettingsError names a bad field."""
     numbers = {}
     for key, label, kind in NUMBERS:
@@ -94,7 +90,7 @@ def apply_form(request: "CompareRequest", values: dict[str, str]) -> "CompareReq
     return new
 
 
-class SettingsScreen(ModalScreen["CompareRequest | None"]):
+class SettingsScreen(ModalScreen[CompareRequest | None]):
     """Edit and apply (ctrl+s) or leave unchanged (escape)."""
 
     BINDINGS = [
@@ -102,7 +98,7 @@ class SettingsScreen(ModalScreen["CompareRequest | None"]):
         Binding("ctrl+s", "apply", "Apply and restart", id="settings.apply"),
     ]
 
-    def __init__(self, request: "CompareRequest") -> None:
+    def __init__(self, request: CompareRequest) -> None:
         super().__init__(id="settings")
         self.request = request
         self.prompts = load_prompts()
