@@ -5,7 +5,8 @@ Plain dataclasses without mlx, so sessions can carry them to machines without it
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
 
 from specdeck.engines.errors import SettingsError
 
@@ -13,6 +14,31 @@ STRATEGIES = ("plain", "draft", "mtp", "ngram")
 
 MAX_DRAFT_TOKENS = 16
 MAX_MTP_DEPTH = 8
+
+#: The JSON types each annotated field type accepts (exactly: true is not a number).
+_JSON_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,),
+               "int | None": (int, type(None))}
+
+
+def _from_dict(cls: type, data: Any) -> Any:
+    """A settings dataclass from its ``to_dict`` form as a file records it (untrusted): the
+    fields present, each of its type, else their defaults; None when ``data`` is not
+    such a record."""
+    if type(data) is not dict:
+        return None
+    values = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.type == "Sampling":
+            value = Sampling.from_dict(value)
+            if value is None:
+                return None
+        elif type(value) not in _JSON_TYPES[f.type]:
+            return None
+        values[f.name] = value
+    return cls(**values)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +54,10 @@ class Sampling:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Sampling | None:
+        return _from_dict(cls, data)
 
     def validate(self) -> None:
         if not self.temperature >= 0.0:
@@ -89,3 +119,8 @@ class DecodeSettings:
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DecodeSettings | None:
+        """Settings as a session records them (``to_dict``); None when they are not."""
+        return _from_dict(cls, data)

@@ -23,6 +23,7 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
+from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
 from specdeck.engines.stats import Stats, compute_stats
 from specdeck.session_check import SessionError, check_trace
@@ -148,10 +149,10 @@ class Session:
         return strategy_stats(self.traces)
 
     @property
-    def settings(self) -> dict | None:
-        """The run's decode settings, which label replayed panes (k=..., n=...)."""
-        value = self.config.get("settings")
-        return value if isinstance(value, dict) else None
+    def settings(self) -> DecodeSettings | None:
+        """The run's decode settings, which label replayed panes (k=..., n=...); None
+        when the file does not record them in their form."""
+        return DecodeSettings.from_dict(self.config.get("settings"))
 
     @property
     def replay_title(self) -> str:

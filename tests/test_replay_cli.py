@@ -89,7 +89,8 @@ def test_replay_opens_the_app_on_the_saved_traces(recorded, monkeypatch) -> None
     assert main(["replay", str(path)]) == 0
     assert {n: t.events for n, t in opened["traces"].items()} == {
         n: t.events for n, t in traces.items()}
-    assert opened["settings"]["num_draft_tokens"] == 3
+    assert opened["settings"] == DecodeSettings(max_tokens=24, num_draft_tokens=3, alternatives=3,
+                                                 stop_at_eos=False)
     assert opened["title"] == "replay: run.json"
 
 

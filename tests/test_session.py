@@ -21,6 +21,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import Done
 from specdeck import session as session_module
 from specdeck.diff import diff_sessions
@@ -105,6 +106,22 @@ def test_round_trip_keeps_every_event_token_text_and_statistic(tmp_path: Path) -
         assert loaded.traces[name].tokens == trace.tokens
         assert loaded.traces[name].text == trace.text
     assert loaded.stats() == {n: e["stats"] for n, e in saved(doc)["strategies"].items()}
+
+
+def test_settings_load_as_the_dataclass_they_were_saved_from() -> None:
+    doc = saved(document(sample_traces(), num_draft_tokens=5, max_kv_size=64))
+    assert session_from_document(doc).settings == DecodeSettings(num_draft_tokens=5,
+                                                                 max_kv_size=64)
+    del doc["config"]["settings"]["mtp_depth"]  # a field an older writer lacked
+    assert session_from_document(doc).settings == DecodeSettings(num_draft_tokens=5,
+                                                                 max_kv_size=64)
+    for damaged in ({"num_draft_tokens": "3"}, {"stop_at_eos": 1}, {"max_tokens": 2.0},
+                    {"sampling": {"temperature": "hot"}}, {"sampling": []}):
+        doc["config"]["settings"].update(damaged)
+        assert session_from_document(doc).settings is None, damaged
+        doc = saved(document(sample_traces(), num_draft_tokens=5))
+    doc["config"]["settings"] = [1, 2]
+    assert session_from_document(doc).settings is None
 
 
 def test_partial_runs_say_so() -> None:
@@ -256,6 +273,7 @@ PATHS = list(_paths(GOOD))
 def _usable(session) -> None:
     """What replay and diff do with a loaded session must not fail."""
     session.stats()
+    assert session.settings is None or isinstance(session.settings, DecodeSettings)
     for trace in session.traces.values():
         assert isinstance(trace.text, str)
     if len(session.strategies) > 1:

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Input
 
 import specdeck.tui.model_picker as model_picker
 from specdeck.engines.catalog import ModelInfo
+from specdeck.engines.config import DecodeSettings
 from specdeck.engines.requests import CompareRequest
 from specdeck.cli import main
 from specdeck.session import load_session
@@ -172,7 +173,7 @@ def strip_text(pane) -> str:
 
 @run_async
 async def test_a_replay_shows_each_panes_estimate_next_to_its_peak():
-    app = SpecdeckApp(traces=demo_traces(), settings={"num_draft_tokens": 3},
+    app = SpecdeckApp(traces=demo_traces(), settings=DecodeSettings(num_draft_tokens=3),
                       memory_estimates={"plain": 175 * 2**20, "draft": int(12.34 * 2**20)},
                       wall_clock=lambda: 0.0)
     async with app.run_test(size=(160, 48)) as pilot:
@@ -203,7 +204,6 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
 async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
     pytest.importorskip("mlx_lm")
     from specdeck.engines.compare import estimate_memory
-    from specdeck.engines.config import DecodeSettings
 
     request = CompareRequest(
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),

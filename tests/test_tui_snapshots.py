@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from specdeck.engines.config import DecodeSettings
 from specdeck.tui.app import SpecdeckApp
 from tui_support import demo_traces, run_async
 
@@ -36,7 +37,7 @@ def check_snapshot(name: str, svg: str, tmp_path: Path) -> None:
 
 
 def replay_app() -> SpecdeckApp:
-    return SpecdeckApp(traces=demo_traces(), settings={"num_draft_tokens": 3},
+    return SpecdeckApp(traces=demo_traces(), settings=DecodeSettings(num_draft_tokens=3),
                        wall_clock=lambda: 0.0, title="demo session")
 
 

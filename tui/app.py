@@ -26,7 +26,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header
 
 from specdeck.engines.catalog import token_decoder
-from specdeck.engines.config import MAX_DRAFT_TOKENS
+from specdeck.engines.config import MAX_DRAFT_TOKENS, DecodeSettings
 from specdeck.engines.events import Done, Event, Trace
 from specdeck.engines.machine import blas_library
 from specdeck.engines.requests import CompareRequest
@@ -56,14 +56,13 @@ LIVE_STATS_INTERVAL = 0.25
 INSPECTOR_ALTERNATIVES = 5
 
 
-def pane_detail(strategy: str, settings: Any) -> str:
-    """The setting that defines a strategy, for its pane title (``settings`` may be a
-    DecodeSettings or a session's settings dictionary)."""
-    get = settings.get if isinstance(settings, dict) else lambda k: getattr(settings, k, None)
-    key, label = {"draft": ("num_draft_tokens", "k"), "mtp": ("mtp_depth", "depth"),
-                  "ngram": ("ngram_n", "n")}.get(strategy, (None, None))
-    value = get(key) if key else None
-    return f"{label}={value}" if value is not None else ""
+def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
+    """The setting that defines a strategy, for its pane title; none while the settings
+    are unknown (a session that does not record them)."""
+    if settings is None:
+        return ""
+    return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
+            "ngram": f"n={settings.ngram_n}"}.get(strategy, "")
 
 
 def pieces_by_token(traces: dict[str, Trace]) -> dict[int, str]:
@@ -110,7 +109,7 @@ class SpecdeckApp(App[None]):
         request: CompareRequest | None = None,
         traces: dict[str, Trace] | None = None,
         *,
-        settings: Any = None,
+        settings: DecodeSettings | None = None,
         store: Any = None,
         clock: Callable[[], float] = time.perf_counter,
         wall_clock: Callable[[], float] = time.monotonic,
@@ -176,7 +175,7 @@ class SpecdeckApp(App[None]):
     def _new_panes(self) -> list[StrategyPane]:
         settings = self.replay_settings if self.traces is not None else self.request.settings
         self._panes = {
-            name: StrategyPane(name, pane_detail(name, settings or {})) for name in self.strategies
+            name: StrategyPane(name, pane_detail(name, settings)) for name in self.strategies
         }
         for name, pane in self._panes.items():
             pane.memory_estimate = self.memory_estimates.get(name)
@@ -568,7 +567,7 @@ def run_app(
     request: CompareRequest | None = None,
     traces: dict[str, Trace] | None = None,
     *,
-    settings: Any = None,
+    settings: DecodeSettings | None = None,
     title: str | None = None,
     memory_estimates: dict[str, int] | None = None,
     sessions_dir: "Path | None" = None,
@@ -576,7 +575,7 @@ def run_app(
 ) -> None:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
-    ``settings`` (a session's settings dictionary) labels replayed panes (k=..., n=...);
+    ``settings`` (a session's ``Session.settings``) labels replayed panes (k=..., n=...);
     ``memory_estimates`` (its ``Session.memory_estimates``) go beside the measured peaks.
     """
     SpecdeckApp(request, traces, settings=settings, title=title,
