@@ -33,6 +33,7 @@ from pathlib import Path
 from specdeck.engines.catalog import CAPTURE_TYPES, ModelInfo
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import ModelError
+from specdeck.engines.formatting import gb
 
 #: mlx-lm's ``KVCache.step``: caches grow by this many positions at a time.
 KV_STEP = 256
@@ -308,14 +309,6 @@ def free_memory() -> int | None:
         return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
     except (ValueError, OSError, AttributeError):
         return None
-
-
-def gb(n: int) -> str:
-    """Bytes for a person: 1.2 GB, 340 MB, 56 KB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
 
 
 def describe(e: MemoryEstimate) -> str:

@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from specdeck.engines.catalog import ModelInfo, find_models, suggest_drafts
-from specdeck.engines.memory import gb
+from specdeck.engines.formatting import gb, parameters_text, quant_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,23 +21,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="Hugging Face cache to scan (default: the hub's own, HF_HUB_CACHE)")
     p.add_argument("--no-cache", action="store_true", help="list only the directories named")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
-
-
-def parameters_text(n: int | None) -> str:
-    """A parameter count for a person: 1.5B, 5.6M (shared with the app's model picker)."""
-    if n is None:
-        return "no weights"
-    for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f}{unit}"
-    return str(n)
-
-
-def quant_text(m: ModelInfo) -> str:
-    """Quantisation (4-bit/64) or, unquantised, the weights' dtype."""
-    if m.bits:
-        return f"{m.bits}-bit/{m.group_size}" if m.group_size else f"{m.bits}-bit"
-    return (m.dtype or "-").lower()
 
 
 def _table(models: list[ModelInfo]) -> None:

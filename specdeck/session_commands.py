@@ -11,6 +11,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specdeck.engines.formatting import format_stat
+
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
 #: Token edits printed before "... and N more" (``--json`` has them all).
@@ -45,27 +47,6 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
 
 
 # --- formatting -----------------------------------------------------------------------
-
-
-def format_stat(name: str, value: Any) -> str:
-    """A statistic as a person reads it; units follow from the name."""
-    if value is None:
-        return "-"
-    if name == "acceptance_by_position":
-        return " ".join(f"{v:.0%}" for v in value) or "-"
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if name.endswith("_rate"):
-        return f"{value:.1%}"
-    if name.endswith("_bytes"):
-        return f"{value / 2**20:,.0f} MiB"
-    if name.endswith("_seconds"):
-        return f"{value:.3f} s"
-    if name == "tokens_per_s":
-        return f"{value:.1f}"
-    if "speedup" in name:
-        return f"{value:.2f}x"
-    return f"{value:,}" if isinstance(value, int) else f"{value:.3g}"
 
 
 def _model(config: dict, role: str) -> str | None:

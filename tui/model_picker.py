@@ -25,8 +25,7 @@ from textual.widgets import Button, DataTable, Static
 from specdeck.engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
 from specdeck.engines.demo import DEMO_DIR, demo_models
 from specdeck.engines.errors import ModelError
-from specdeck.engines.memory import gb
-from specdeck.models_command import parameters_text, quant_text
+from specdeck.engines.formatting import gb, parameters_text, quant_text
 
 #: The settings fields the picker fills, and what they are called in its title.
 ROLES = {"target": "target model", "draft": "draft model", "mtp_model": "MTP model"}

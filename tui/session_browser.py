@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from specdeck.diff import DiffError, diff_sessions
 from specdeck.session import Session, SessionError, load_session
-from specdeck.session_commands import format_stat
+from specdeck.engines.formatting import format_stat
 from specdeck.session_store import (
     SessionSummary,
     delete_session,
