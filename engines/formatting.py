@@ -1,43 +1,109 @@
-"""How numbers read to a person, in the command line's output and in the app alike."""
+"""How numbers read to a person, in the command line's output and in the app alike.
+
+One convention everywhere: bytes in binary units with their IEC names (KiB, MiB, GiB,
+as memory is counted), rates in tok/s, times in ms under a second, shares as
+percentages, speedups as ``1.23x``, counts with their noun in the right number, and
+``–`` for a value not known (yet). Plain strings: the front ends put them in tables,
+strips and messages.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Iterable
 
 from specdeck.engines.catalog import ModelInfo
 
+#: What a value that is not known (yet) shows as.
+MISSING = "–"
 
-def gb(n: int) -> str:
-    """Bytes for a person: 1.2 GB, 340 MB, 56 KB."""
-    for unit, size in (("GB", 1e9), ("MB", 1e6), ("KB", 1e3)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} B"
+_BINARY_UNITS = ("KiB", "MiB", "GiB", "TiB")
+
+
+def byte_size(count: int | None, signed: bool = False) -> str:
+    """Bytes in binary units: ``512 B``, ``56.0 KiB``, ``30.2 MiB``, ``340 MiB``,
+    ``1.2 GiB`` (one decimal under 100); ``signed`` marks growth with ``+``."""
+    if count is None:
+        return MISSING
+    sign = "+" if signed and count > 0 else "-" if count < 0 else ""
+    size, unit = abs(count), "B"
+    if size < 1024:
+        return f"{sign}{size} B"
+    for unit in _BINARY_UNITS:
+        size /= 1024
+        if size < 1024:
+            break
+    return f"{sign}{size:.1f} {unit}" if round(size, 1) < 100 else f"{sign}{size:.0f} {unit}"
+
+
+def rate(tokens_per_s: float | None) -> str:
+    """Decoding speed: ``41.3 tok/s``."""
+    return MISSING if tokens_per_s is None else f"{tokens_per_s:.1f} tok/s"
+
+
+def duration(seconds: float | None) -> str:
+    """A time: ``0.4 ms``, ``12 ms``, ``1.25 s``."""
+    if seconds is None:
+        return MISSING
+    ms = seconds * 1000
+    if ms < 10:
+        return f"{ms:.1f} ms"
+    if round(ms) < 1000:
+        return f"{ms:.0f} ms"
+    return f"{seconds:.2f} s"
+
+
+def percent(share: float | None, decimals: int = 0) -> str:
+    """A share as a percentage: ``62%`` (``62.5%`` with one decimal)."""
+    return MISSING if share is None else f"{share:.{decimals}%}"
+
+
+def times(ratio: float | None) -> str:
+    """A ratio of speeds: ``1.34x``."""
+    return MISSING if ratio is None else f"{ratio:.2f}x"
+
+
+def plural(count: int, noun: str, many: str | None = None) -> str:
+    """``1 token``, ``2 tokens``, ``1 more line``; ``many`` for irregular nouns."""
+    return f"{count:,} {noun if count == 1 else many or noun + 's'}"
 
 
 def format_stat(name: str, value: Any) -> str:
-    """A statistic as a person reads it; units follow from the name."""
+    """A statistic (a field of ``engines.stats.Stats``, or ``speedup_vs_plain``) as a
+    person reads it; the unit follows from the name."""
     if value is None:
-        return "-"
+        return MISSING
     if name == "acceptance_by_position":
-        return " ".join(f"{v:.0%}" for v in value) or "-"
+        return " ".join(percent(v) for v in value) or MISSING
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if name.endswith("_rate"):
-        return f"{value:.1%}"
+        return percent(value, 1)
     if name.endswith("_bytes"):
-        return f"{value / 2**20:,.0f} MiB"
+        return byte_size(value)
     if name.endswith("_seconds"):
-        return f"{value:.3f} s"
-    if name == "tokens_per_s":
+        return duration(value)
+    if name == "tokens_per_s":  # the unit is in the name (and in a table's heading)
         return f"{value:.1f}"
     if "speedup" in name:
-        return f"{value:.2f}x"
+        return times(value)
     return f"{value:,}" if isinstance(value, int) else f"{value:.3g}"
 
 
+def stats_table(a_title: str, b_title: str, rows: Iterable[Any]
+                ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, str]]]:
+    """Two runs' statistics side by side with their ratio: the columns (title and
+    justification) and the rows as text, for the CLI and the app to draw alike. ``rows``
+    are ``specdeck.diff.StatRow``s (``name``, ``a``, ``b``, ``ratio``)."""
+    columns = [("", "left"), (a_title, "right"), (b_title, "right"), ("b / a", "right")]
+    return columns, [
+        (row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
+         MISSING if row.ratio is None else f"{row.ratio:.2f}")
+        for row in rows
+    ]
+
+
 def parameters_text(n: int | None) -> str:
-    """A parameter count for a person: 1.5B, 5.6M (shared with the app's model picker)."""
+    """A parameter count for a person: 1.5B, 5.6M."""
     if n is None:
         return "no weights"
     for unit, size in (("B", 1e9), ("M", 1e6), ("K", 1e3)):
@@ -50,4 +116,4 @@ def quant_text(m: ModelInfo) -> str:
     """Quantisation (4-bit/64) or, unquantised, the weights' dtype."""
     if m.bits:
         return f"{m.bits}-bit/{m.group_size}" if m.group_size else f"{m.bits}-bit"
-    return (m.dtype or "-").lower()
+    return (m.dtype or MISSING).lower()

@@ -33,7 +33,7 @@ from pathlib import Path
 from specdeck.engines.catalog import CAPTURE_TYPES, ModelInfo
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import ModelError
-from specdeck.engines.formatting import gb
+from specdeck.engines.formatting import byte_size
 
 #: mlx-lm's ``KVCache.step``: caches grow by this many positions at a time.
 KV_STEP = 256
@@ -315,7 +315,7 @@ def describe(e: MemoryEstimate) -> str:
     """The estimate's largest terms, for a message."""
     parts = [(v, k.replace("_", " ")) for k, v in e.to_dict().items()
              if isinstance(v, int) and k != "total" and v]
-    return ", ".join(f"{name} {gb(v)}" for v, name in sorted(parts, reverse=True)[:4])
+    return ", ".join(f"{name} {byte_size(v)}" for v, name in sorted(parts, reverse=True)[:4])
 
 
 def check_headroom(
@@ -338,8 +338,8 @@ def check_headroom(
     if needed <= free * USABLE_SHARE:
         return None
     message = (
-        f"{worst.strategy} needs about {gb(needed)} more memory ({describe(worst)}) but only "
-        f"{gb(free)} is free: the machine would swap and lose what speculation gains. "
+        f"{worst.strategy} needs about {byte_size(needed)} more memory ({describe(worst)}) but only "
+        f"{byte_size(free)} is free: the machine would swap and lose what speculation gains. "
         "Close other programs, lower --max-tokens, or choose smaller models"
     )
     if strict:

@@ -21,6 +21,7 @@ from specdeck.engines.compare import encode_prompt, load_models
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Trace
+from specdeck.engines.formatting import percent, times
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.requests import CellSpec, CompareRequest, SweepPrompt, SweepRequest
 from specdeck.engines.stats import Stats, compute_stats, expected_tokens_per_round, median, robust_cv
@@ -129,7 +130,7 @@ def why_line(cell: Cell) -> str:
     if cell.acceptance_rate is None or cell.expected_tokens_per_round is None:
         return "nothing was drafted"
     parts = [
-        f"{cell.acceptance_rate:.0%} accepted -> {cell.expected_tokens_per_round:.2f} "
+        f"{percent(cell.acceptance_rate)} accepted -> {cell.expected_tokens_per_round:.2f} "
         "tokens per verify pass"
     ]
     if cell.cost_ratio is not None:
@@ -137,7 +138,7 @@ def why_line(cell: Cell) -> str:
     if cell.verify_cost_vs_plain is not None:
         parts.append(f"a verify pass costs {cell.verify_cost_vs_plain:.2f} plain steps")
     if cell.predicted_speedup is not None and cell.speedup is not None:
-        parts.append(f"predicted {cell.predicted_speedup:.2f}x, measured {cell.speedup:.2f}x")
+        parts.append(f"predicted {times(cell.predicted_speedup)}, measured {times(cell.speedup)}")
     return "; ".join(parts)
 
 
@@ -160,11 +161,11 @@ def recommendations(cells: list[Cell]) -> list[str]:
         best = max(candidates, key=lambda c: c.speedup)
         if best.speedup > 1.0:
             note = " (noisy: rerun with more --reps)" if best.noisy else ""
-            lines.append(f"{kind} @ temp {temp:g}: best {best.label}, {best.speedup:.2f}x plain{note}")
+            lines.append(f"{kind} @ temp {temp:g}: best {best.label}, {times(best.speedup)} plain{note}")
         else:
             lines.append(
                 f"{kind} @ temp {temp:g}: speculation never beat plain decoding here "
-                f"(best {best.label}, {best.speedup:.2f}x): use plain"
+                f"(best {best.label}, {times(best.speedup)}): use plain"
             )
     return lines
 

@@ -17,6 +17,7 @@ from typing import Iterator
 
 from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
 from specdeck.engines.errors import ModelError, SettingsError
+from specdeck.engines.formatting import percent, plural, rate, times
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
@@ -176,13 +177,13 @@ def cmd_compare(args: argparse.Namespace) -> int:
     failed = False
     for name, entry in document["strategies"].items():
         stats, done = entry["stats"], entry["done"] or {}
-        rate = stats["acceptance_rate"]
+        accepted = stats["acceptance_rate"]
         speed = stats["speedup_vs_plain"]
         print(
-            f"{name:>6}: {stats['generated_tokens']} tokens, "
-            f"{(stats['tokens_per_s'] or 0):.1f} tok/s"
-            + (f", acceptance {rate:.0%}" if rate is not None else "")
-            + (f", {speed:.2f}x plain" if speed is not None and name != "plain" else "")
+            f"{name:>6}: {plural(stats['generated_tokens'], 'token')}, "
+            f"{rate(stats['tokens_per_s'] or 0)}"
+            + (f", acceptance {percent(accepted)}" if accepted is not None else "")
+            + (f", {times(speed)} plain" if speed is not None and name != "plain" else "")
             + f", {done.get('reason', '?')}"
         )
         if done.get("reason") == "error":

@@ -13,6 +13,7 @@ from difflib import SequenceMatcher
 from typing import Any, Literal
 
 from specdeck.engines.events import Trace
+from specdeck.engines.formatting import plural
 from specdeck.session import Session
 
 
@@ -81,19 +82,18 @@ class PaneDiff:
     def summary(self) -> str:
         """One line: identical, or where and how the outputs part."""
         if self.identical:
-            return f"{self.label}: identical ({self.a_length} tokens)"
+            return f"{self.label}: identical ({plural(self.a_length, 'token')})"
         i = self.first_divergence
         if i == min(self.a_length, self.b_length):
             shorter = "a" if self.a_length < self.b_length else "b"
             return (
-                f"{self.label}: same first {i} tokens, then {shorter} ends "
+                f"{self.label}: same first {plural(i, 'token')}, then {shorter} ends "
                 f"({self.a_length} vs {self.b_length} tokens)"
             )
         first = self.edits[0]
         return (
             f"{self.label}: first divergence at token {i} "
-            f"({first.a_text!r} vs {first.b_text!r}); {len(self.edits)} "
-            f"edit{'s' if len(self.edits) != 1 else ''}, "
+            f"({first.a_text!r} vs {first.b_text!r}); {plural(len(self.edits), 'edit')}, "
             f"{self.a_length} vs {self.b_length} tokens"
         )
 

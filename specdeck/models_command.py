@@ -10,7 +10,7 @@ import sys
 from pathlib import Path
 
 from specdeck.engines.catalog import ModelInfo, find_models, suggest_drafts
-from specdeck.engines.formatting import gb, parameters_text, quant_text
+from specdeck.engines.formatting import byte_size, parameters_text, quant_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -34,7 +34,7 @@ def _table(models: list[ModelInfo]) -> None:
     for m in models:
         drafts = suggest_drafts(m, models)
         table.add_row(
-            m.name, m.model_type, parameters_text(m.parameters), quant_text(m), gb(m.size_on_disk),
+            m.name, m.model_type, parameters_text(m.parameters), quant_text(m), byte_size(m.size_on_disk),
             "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
             f"{m.tokenizer} ({m.vocab_size})" if m.tokenizer else "?",
             ", ".join(d.name for d in drafts[:3]),

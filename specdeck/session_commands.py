@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from specdeck.engines.formatting import format_stat
+from specdeck.engines.formatting import MISSING, format_stat, plural, stats_table
 
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
@@ -153,7 +153,7 @@ def print_session(session) -> None:
     for name, trace in session.traces.items():
         done = trace.done
         status = done.reason if done else "no end recorded"
-        console.print(Rule(f"{name} ({len(trace.tokens)} tokens, {status})"))
+        console.print(Rule(f"{name} ({plural(len(trace.tokens), 'token')}, {status})"))
         console.print(trace.text)
         if done and done.error:
             console.print(f"error: {done.error}", style="red")
@@ -230,7 +230,7 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
         if side is None:
             return "missing"
         v = side[name]
-        return "-" if v is None else format(v, fmt)
+        return MISSING if v is None else format(v, fmt)
 
     table = Table(title=f"a: {a.path}\nb: {b.path}", title_justify="left")
     for column in ("prompt", "temp", "setting", "tok/s a", "tok/s b", "speedup a",
@@ -243,7 +243,7 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
             row["prompt"], f"{row['temperature']:g}", row["label"],
             value(ca, "median_tokens_per_s", ".1f"), value(cb, "median_tokens_per_s", ".1f"),
             value(ca, "speedup", ".2f"), value(cb, "speedup", ".2f"),
-            "-" if row["speedup_ratio"] is None else f"{row['speedup_ratio']:.2f}",
+            MISSING if row["speedup_ratio"] is None else f"{row['speedup_ratio']:.2f}",
             value(ca, "acceptance_rate", ".0%"), value(cb, "acceptance_rate", ".0%"), check,
         )
     _console().print(table)
@@ -251,7 +251,7 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
 
 
 def print_diff(report) -> None:
-    from rich.table import Table
+    from rich.table import Column, Table
 
     console = _console()
     console.print(f"a: {report.a_label}")
@@ -273,21 +273,11 @@ def print_diff(report) -> None:
             )
         if len(pane.edits) > SHOWN_EDITS:
             console.print(f"  ... and {len(pane.edits) - SHOWN_EDITS} more (--json lists all)")
-        console.print(stats_table(pane))
-
-
-def stats_table(pane):
-    """Every statistic of a pair of panes side by side with its ratio (CLI and app)."""
-    from rich.table import Table
-
-    table = Table(title_justify="left")
-    for column, justify in (("", "left"), (f"a {pane.a_strategy}", "right"),
-                            (f"b {pane.b_strategy}", "right"), ("b / a", "right")):
-        table.add_column(column, justify=justify)
-    for row in pane.stats:
-        table.add_row(row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
-                      "-" if row.ratio is None else f"{row.ratio:.2f}")
-    return table
+        columns, rows = stats_table(f"a {pane.a_strategy}", f"b {pane.b_strategy}", pane.stats)
+        table = Table(*(Column(title, justify=justify) for title, justify in columns))
+        for row in rows:
+            table.add_row(*row)
+        console.print(table)
 
 
 def _short(value: Any, width: int = 60) -> str:

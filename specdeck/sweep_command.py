@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from specdeck.engines.errors import SettingsError
+from specdeck.engines.formatting import plural
 
 DEFAULT_PROMPTS = ("code", "prose")
 
@@ -122,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
     request.validate()
 
     def progress(p: SweepProgress) -> None:
-        eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f}s left"
+        eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
         print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({p.label}){eta}\033[K",
               end="", file=sys.stderr, flush=True)
 
@@ -132,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
     cells, complete = run_sweep(request, progress=progress, on_message=message)
     print(file=sys.stderr)
     if not complete:
-        message(f"interrupted: keeping the {len(cells)} cells finished")
+        message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
     document = sweep_document(request, cells, complete, describe_machine())
     out = args.json or Path("sessions") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.json"
     write_atomic(out, orjson.dumps(document, option=orjson.OPT_INDENT_2))

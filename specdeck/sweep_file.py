@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from specdeck.engines.formatting import MISSING, byte_size
 from specdeck.session import SessionError, read_document
 
 SWEEP_SCHEMA_VERSION = 1
@@ -33,7 +34,7 @@ _CELL_FIELDS: dict[str, tuple[type, ...]] = {
 
 #: The sweep table's columns (``cell_row`` fills them in this order).
 COLUMNS = ("prompt", "temp", "setting", "tok/s", "speedup", "CV", "accept", "mean acc",
-           "predicted", "mem +MB", "check")
+           "predicted", "mem vs plain", "check")
 
 
 @dataclass
@@ -107,7 +108,7 @@ def load_sweep(path: str | os.PathLike) -> Sweep:
 
 
 def _num(value: float | None, fmt: str) -> str:
-    return "-" if value is None else format(value, fmt)
+    return MISSING if value is None else format(value, fmt)
 
 
 def cell_row(cell: dict) -> list[str]:
@@ -122,8 +123,8 @@ def cell_row(cell: dict) -> list[str]:
         _num(cell["cv"], ".3f") + (" noisy" if cell["noisy"] else ""),
         _num(cell["acceptance_rate"], ".0%"), _num(cell["mean_accepted"], ".2f"),
         _num(cell["predicted_speedup"], ".2f"),
-        _num(None if over is None else over / 2**20, ".1f"),
-        {True: "ok", False: "MISMATCH", None: "-"}[cell["correct"]],
+        byte_size(over, signed=True),
+        {True: "ok", False: "MISMATCH", None: MISSING}[cell["correct"]],
     ]
 
 

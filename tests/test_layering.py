@@ -169,3 +169,15 @@ def test_importing_every_tui_module_loads_no_mlx() -> None:
                          timeout=120, cwd=ROOT / "tests")
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == "[]"
+
+
+def test_no_import_cycle_between_the_tui_and_the_rest() -> None:
+    """The front ends open the app (``specdeck.cli`` imports ``specdeck.tui``), so nothing
+    the app imports, in a function or not, may import the app back."""
+    graph = project_graph(module_level=False)
+    assert "specdeck.tui" in reachable(graph, "specdeck.cli")  # the edge the rule is about
+    cycles = sorted(
+        (tui, other) for tui in TUI_MODULES for other in reachable(graph, tui)
+        if not _is_tui(other) and tui in reachable(graph, other)
+    )
+    assert cycles == []

@@ -156,8 +156,8 @@ def _estimate(total: int) -> MemoryEstimate:
 
 def test_headroom_check() -> None:
     assert check_headroom([_estimate(10**9)], free=4 * 10**9) is None
-    warning = check_headroom([_estimate(5 * 10**9), _estimate(10**9)], free=4 * 10**9)
-    assert warning and "draft needs about 5.0 GB" in warning and "4.0 GB is free" in warning
+    warning = check_headroom([_estimate(5 * 2**30), _estimate(2**30)], free=4 * 2**30)
+    assert warning and "draft needs about 5.0 GiB" in warning and "4.0 GiB is free" in warning
     with pytest.raises(ModelError, match="--strict"):
         check_headroom([_estimate(5 * 10**9)], strict=True, free=4 * 10**9)
     # Weights already loaded need no more room.
@@ -172,14 +172,14 @@ def test_free_memory_is_read() -> None:
 def test_too_large_for_memory_refused_under_strict(tiny_family, monkeypatch, capsys) -> None:
     import specdeck.engines.memory
     from specdeck import engines
-    monkeypatch.setattr(engines.memory, "free_memory", lambda: 100_000)
+    monkeypatch.setattr(engines.memory, "free_memory", lambda: 100 * 1024)
     args = ["compare", "--headless", "--no-save", "--target", str(tiny_family["llama_target"]),
             "--draft", str(tiny_family["llama_draft"]), "--prompt", PROMPT, "--max-tokens", "8"]
     assert main([*args, "--strict"]) == 2
     err = capsys.readouterr().err
     errors = [line for line in err.splitlines() if line.startswith("specdeck: error:")]
     assert len(errors) == 1 and "Traceback" not in err, err
-    assert "100.0 KB is free" in errors[0] and "--strict" in errors[0]
+    assert "100 KiB is free" in errors[0] and "--strict" in errors[0]
     assert "loading" not in err  # refused before any weights were read
     sweep = ["sweep", "--target", str(tiny_family["llama_target"]), "--draft",
              str(tiny_family["llama_draft"]), "--prompt", PROMPT, "--strict"]

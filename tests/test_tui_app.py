@@ -98,7 +98,7 @@ async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
         assert draft.stats.rounds == expected.rounds and draft.stats.rounds > 0
         assert draft.stats.generated_tokens == 40 == plain.stats.generated_tokens
         strip = str(draft.query_one(".stats-text").render())
-        assert "× plain" in strip and f"rounds {expected.rounds}" in strip
+        assert "x plain" in strip and f"rounds {expected.rounds}" in strip
         assert "by pos" in strip and "ttft" in strip and "peak" in strip
         assert "baseline" in str(plain.query_one(".stats-text").render())
 

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Input
 import specdeck.tui.model_picker as model_picker
 from specdeck.engines.catalog import ModelInfo
 from specdeck.engines.config import DecodeSettings
+from specdeck.engines.formatting import byte_size
 from specdeck.engines.requests import CompareRequest
 from specdeck.cli import main
 from specdeck.session import load_session
@@ -180,8 +181,8 @@ async def test_a_replay_shows_each_panes_estimate_next_to_its_peak():
         await pilot.pause()
         app.seek_race(60.0)  # the end: Done carries the peak
         await pilot.pause()
-        assert "peak 180 MB / est 175 MB" in strip_text(app.pane("plain"))
-        assert "peak 212 MB / est 12.3 MB" in strip_text(app.pane("draft"))
+        assert "peak 180 MiB / est 175 MiB" in strip_text(app.pane("plain"))
+        assert "peak 212 MiB / est 12.3 MiB" in strip_text(app.pane("draft"))
 
 
 def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
@@ -219,7 +220,7 @@ async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
         for name in ("plain", "draft"):
             pane = app.pane(name)
             assert pane.memory_estimate == expected[name].total > 0
-            assert f"/ est {expected[name].total / 2**20:.1f} MB" in strip_text(pane)
+            assert f"/ est {byte_size(expected[name].total)}" in strip_text(pane)
 
 
 # --- the sweep view ---------------------------------------------------------------------

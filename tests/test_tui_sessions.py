@@ -107,7 +107,7 @@ async def test_the_browser_lists_sessions_newest_first_with_previews(sessions):
         draft_line = next(line for line in text.splitlines() if line.startswith("draft"))
         assert plain_line.split()[1] == "8" and "length" in plain_line  # tokens, end
         # 5 of 8 drafts accepted, shown as the saved acceptance rate.
-        assert "62.5%" in draft_line and plain_line.split()[3] == "-"
+        assert "62.5%" in draft_line and plain_line.split()[3] == "–"
         await highlight(browser, pilot, "partial")
         assert "partial: the run was cut short" in preview_text(browser)
         await highlight(browser, pilot, "broken")
@@ -220,7 +220,7 @@ async def test_diff_of_two_sessions_shows_the_first_divergence(sessions):
         cells = {line.split("│")[1].strip(): [c.strip() for c in line.split("│")[2:-1]]
                  for line in stats.splitlines() if line.count("│") == 5}
         assert cells["generated_tokens"] == ["8", "8", "1.00"]
-        assert cells["acceptance_rate"] == ["-", "-", "-"]  # plain on both sides
+        assert cells["acceptance_rate"] == ["–", "–", "–"]  # plain on both sides
         a_speed, b_speed, ratio = cells["tokens_per_s"]
         assert float(ratio) == pytest.approx(float(b_speed) / float(a_speed), abs=0.01)
         await pilot.press("escape")

@@ -10,7 +10,7 @@ side with its ratio. Deleted and inserted tokens are component classes (``diff--
 
 from __future__ import annotations
 
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -20,8 +20,8 @@ from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from specdeck.engines.events import Trace
+from specdeck.engines.formatting import plural, stats_table
 from specdeck.diff import DiffReport, PaneDiff
-from specdeck.session_commands import stats_table
 from specdeck.tui.token_view import printable
 
 #: Equal tokens kept on each side of an edit; longer equal stretches are cut short.
@@ -57,7 +57,7 @@ def inline_diff(
             return
         if keep_head:
             runs.append((printable("".join(pieces[start : start + keep_head])), "equal"))
-        runs.append((f" ⋯ {hidden} equal tokens ⋯ ", "elided"))
+        runs.append((f" ⋯ {plural(hidden, 'equal token')} ⋯ ", "elided"))
         if keep_tail:
             runs.append((printable("".join(pieces[end - keep_tail : end])), "equal"))
 
@@ -109,6 +109,16 @@ def _value(value: object, width: int = 48) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
+def stats_grid(pane: PaneDiff) -> Table:
+    """Every statistic of the pair side by side with its ratio, as ``specdeck diff``
+    prints them (``engines.formatting.stats_table``)."""
+    columns, rows = stats_table(f"a {pane.a_strategy}", f"b {pane.b_strategy}", pane.stats)
+    table = Table(*(Column(title, justify=justify) for title, justify in columns))
+    for row in rows:
+        table.add_row(*row)
+    return table
+
+
 def changes_table(report: DiffReport) -> Table:
     table = Table(title="settings and machine that differ", title_justify="left")
     table.add_column("")
@@ -150,5 +160,5 @@ class DiffScreen(ModalScreen[None]):
                 runs = inline_diff(self.a[pane.a_strategy], pane)
                 if runs:
                     yield TokenDiff(runs, id=f"diff-tokens-{i}", classes="diff-tokens")
-                yield Static(stats_table(pane), id=f"diff-stats-{i}")
+                yield Static(stats_grid(pane), id=f"diff-stats-{i}")
         yield Footer()

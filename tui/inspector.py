@@ -16,6 +16,7 @@ from rich.table import Table
 from textual.widgets import Static
 
 from specdeck.engines.events import Round
+from specdeck.engines.formatting import plural
 from specdeck.tui.token_view import printable
 
 TokenText = Callable[[int], "str | None"]
@@ -96,18 +97,18 @@ def describe_rollback(event: Round) -> str:
     """What the cache rewind after the verify pass did, in words."""
     if event.rollback == "trim":
         dropped = len(event.rejected)
-        return f"rollback: trimmed {dropped} rejected position{'s' * (dropped != 1)} from the caches"
+        return f"rollback: trimmed {plural(dropped, 'rejected position')} from the caches"
     if event.rollback == "captured":
         dropped = len(event.rejected)
         return (
-            f"rollback: trimmed {dropped} rejected position{'s' * (dropped != 1)} from the "
+            f"rollback: trimmed {plural(dropped, 'rejected position')} from the "
             "attention caches and set each recurrent layer to the state the verify pass "
             "kept after the last accepted token (no replay)"
         )
     if event.rollback == "replay":
         return (
             "rollback: restored the recurrent state from before the verify pass and "
-            f"replayed {event.replayed} accepted token{'s' * (event.replayed != 1)}"
+            f"replayed {plural(event.replayed, 'accepted token')}"
         )
     return "rollback: none needed (nothing rejected)"
 

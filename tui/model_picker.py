@@ -25,7 +25,7 @@ from textual.widgets import Button, DataTable, Static
 from specdeck.engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
 from specdeck.engines.demo import DEMO_DIR, demo_models
 from specdeck.engines.errors import ModelError
-from specdeck.engines.formatting import gb, parameters_text, quant_text
+from specdeck.engines.formatting import byte_size, parameters_text, plural, quant_text
 
 #: The settings fields the picker fills, and what they are called in its title.
 ROLES = {"target": "target model", "draft": "draft model", "mtp_model": "MTP model"}
@@ -109,7 +109,7 @@ def _row(choice: Choice) -> tuple[str, ...]:
     m = choice.model
     return (
         choice.mark, m.name, m.model_type, parameters_text(m.parameters), quant_text(m),
-        gb(m.size_on_disk), "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
+        byte_size(m.size_on_disk), "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
         m.tokenizer or "?",
     )
 
@@ -178,7 +178,7 @@ class ModelPicker(ModalScreen["str | None"]):
             status.update("no models found (name one by its directory in the field instead)")
         else:
             suggested = sum(c.mark == "suggested" for c in choices)
-            status.update(f"{len(choices)} models" + (
+            status.update(plural(len(choices), "model") + (
                 "" if self.role == "target" else f", {suggested} suggested"))
         table.focus()
 

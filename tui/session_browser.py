@@ -22,7 +22,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from specdeck.diff import DiffError, diff_sessions
 from specdeck.session import Session, SessionError, load_session
-from specdeck.engines.formatting import format_stat
+from specdeck.engines.formatting import byte_size, format_stat, plural
 from specdeck.session_store import (
     SessionSummary,
     delete_session,
@@ -50,7 +50,7 @@ def note(summary: SessionSummary) -> str:
 
 def preview(summary: SessionSummary) -> Group:
     """What the preview pane shows for one file, from its header and saved statistics."""
-    head = Text.assemble((summary.path.name, "bold"), f"   {summary.size_bytes / 1024:,.1f} kB")
+    head = Text.assemble((summary.path.name, "bold"), f"   {byte_size(summary.size_bytes)}")
     parts: list = [head]
     if summary.problem:
         parts.append(Text(f"cannot open it: {summary.problem}", style="bold"))
@@ -74,7 +74,8 @@ def preview(summary: SessionSummary) -> Group:
     if summary.prompt is not None:
         lines = summary.prompt.splitlines() or [""]
         shown = "\n".join(lines[:PROMPT_LINES])
-        more = f"\n… {len(lines) - PROMPT_LINES} more lines" if len(lines) > PROMPT_LINES else ""
+        hidden = len(lines) - PROMPT_LINES
+        more = f"\n… {plural(hidden, 'more line')}" if hidden > 0 else ""
         parts += [Text(""), Text("prompt", style="bold"), Text(shown + more)]
     return Group(*parts)
 

@@ -11,23 +11,11 @@ from textual.containers import Vertical
 from textual.widgets import Sparkline
 
 from specdeck.engines.events import Event, Round
+from specdeck.engines.formatting import (
+    MISSING, byte_size, duration, percent, plural, rate, times,
+)
 from specdeck.engines.stats import Stats, compute_stats
 from specdeck.tui.fixed_text import FixedText
-
-
-def _ms(seconds: float | None) -> str:
-    return "–" if seconds is None else f"{seconds * 1000:.0f} ms"
-
-
-def _mb(count: int | None) -> str:
-    if count is None:
-        return "–"
-    mib = count / 2**20
-    return f"{mib:.1f} MB" if mib < 100 else f"{mib:.0f} MB"
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{value:.0%}"
 
 
 def speedup(stats: Stats, baseline_tokens_per_s: float | None) -> float | None:
@@ -42,20 +30,19 @@ def format_stats(stats: Stats, baseline_tokens_per_s: float | None, is_baseline:
     """Three short lines (a pane may be a third of the terminal wide): speed, timing and
     memory (the measured peak next to the estimate made before loading, when there is
     one), acceptance."""
-    rate = "–" if stats.tokens_per_s is None else f"{stats.tokens_per_s:.1f} tok/s"
     ratio = speedup(stats, baseline_tokens_per_s)
-    versus = "baseline" if is_baseline else ("–" if ratio is None else f"{ratio:.2f}× plain")
+    versus = "baseline" if is_baseline else (MISSING if ratio is None else f"{times(ratio)} plain")
     lines = [
-        f"{rate} · {versus} · rounds {stats.rounds}",
-        f"ttft {_ms(stats.ttft_seconds)} · peak {_mb(stats.peak_memory_bytes)}"
-        + ("" if memory_estimate is None else f" / est {_mb(memory_estimate)}")
-        + f" · {stats.generated_tokens} tokens",
+        f"{rate(stats.tokens_per_s)} · {versus} · rounds {stats.rounds}",
+        f"ttft {duration(stats.ttft_seconds)} · peak {byte_size(stats.peak_memory_bytes)}"
+        + ("" if memory_estimate is None else f" / est {byte_size(memory_estimate)}")
+        + f" · {plural(stats.generated_tokens, 'token')}",
     ]
     if stats.proposed:
         by_position = " ".join(f"{p * 100:.0f}" for p in stats.acceptance_by_position)
-        mean = "–" if stats.mean_accepted is None else f"{stats.mean_accepted:.2f}"
+        mean = MISSING if stats.mean_accepted is None else f"{stats.mean_accepted:.2f}"
         lines.append(
-            f"accept {_pct(stats.acceptance_rate)} · mean len {mean} · by pos {by_position} %"
+            f"accept {percent(stats.acceptance_rate)} · mean len {mean} · by pos {by_position} %"
         )
     else:
         lines.append("no drafts")
