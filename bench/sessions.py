@@ -10,8 +10,12 @@ measures, in one run:
 - the choices behind those numbers, side by side: shallow event dicts vs
   ``dataclasses.asdict``, parsing with the garbage collector paused vs running;
 - replay: ``specdeck.playback`` at the app's 30 frames/s and 10x (the fastest speed), per frame
-  either only handing the due events to their panes or also recomputing each changed
-  pane's statistics from all its events so far (``compute_stats`` is not incremental).
+  handing the due events to their panes and, for each changed pane, what its statistics
+  strip does: the numbers, their text and the sparkline (drawn 40 cells wide). Side by
+  side: the app's way (an ``engines.stats.StatsAccumulator`` fed the new events, the
+  sparkline's bounded ``RoundSeries``) and the way before it (``compute_stats`` over every
+  event shown so far and a sparkline of every round, at 30 fps: quadratic over a race).
+  A flat cost shows as the same time per frame in the first and the last tenth.
 
 Times are CPU time of this process (``time.process_time``): on a shared machine wall time
 swings with other people's load, CPU time much less; on an idle machine they agree.
@@ -36,11 +40,15 @@ import orjson
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdeck.engines.events import Done, Prefill, Round, Trace  # noqa: E402
-from specdeck.engines.stats import compute_stats  # noqa: E402
+from specdeck.engines.stats import StatsAccumulator, compute_stats  # noqa: E402
 from specdeck.playback import SPEEDS, Playback, Schedule  # noqa: E402
 from specdeck.session import (  # noqa: E402
     build_document, event_to_dict, load_session, save_document,
 )
+from specdeck.tui.stats_strip import RoundSeries, format_stats  # noqa: E402
+
+#: Cells of a pane's sparkline in the bench (a third of a 120-column terminal).
+SPARKLINE_WIDTH = 40
 
 WORDS = [" the", " cache", " token", " draft", " model", "(", ")", ":", "\n    ", " return",
          " é", " speculative", " verify", " accept", "_", "x", " = ", "0", "1", "."]
@@ -104,25 +112,70 @@ def best_of(fn, repeat: int) -> float:
     return min(times)
 
 
-def replay_frames(traces: dict[str, Trace], fps: float, with_stats: bool) -> list[float]:
+class StripWork:
+    """What one pane's statistics strip does each frame, without the widgets: the app's
+    way (``folded``) or recomputed from every event shown (the way before it)."""
+
+    def __init__(self, folded: bool) -> None:
+        from io import StringIO
+
+        from rich.console import Console
+
+        self.folded = folded
+        self.accumulator = StatsAccumulator()
+        self.series = RoundSeries()
+        self.console = Console(file=StringIO(), width=SPARKLINE_WIDTH, color_system="truecolor")
+
+    def frame(self, events: list, shown: int, due: int) -> None:
+        from textual.renderables.sparkline import Sparkline
+
+        if self.folded:
+            for event in events[shown:due]:
+                self.accumulator.add(event)
+                if isinstance(event, Round):
+                    self.series.add(float(event.accepted))
+            stats, data = self.accumulator.stats, self.series.points
+        else:
+            stats = compute_stats(events[:due])
+            data = [float(e.accepted) for e in events[:due] if isinstance(e, Round)]
+        format_stats(stats, 100.0, False, 2**30)
+        self.console.print(Sparkline(data, width=SPARKLINE_WIDTH))
+
+
+def replay_frames(traces: dict[str, Trace], fps: float,
+                  strips: str | None) -> list[tuple[float, int]]:
     """Cost of each frame of a replay at the fastest speed, driven by a simulated clock:
-    take the events now due, hand each to its pane, optionally recompute its statistics."""
+    take the events now due, hand each to its pane, and with ``strips`` (``folded`` or
+    ``recomputed``) do each changed pane's statistics strip's work. Per frame: seconds,
+    and how many panes changed."""
     playback = Playback(Schedule.of(traces), speed=SPEEDS[-1])
     shown = {name: 0 for name in traces}
+    work = {name: StripWork(strips == "folded") for name in traces} if strips else {}
     received = 0
     costs = []
     while not playback.finished:
         start = time.process_time()
+        changed = 0
         for name, due in playback.advance(1 / fps).items():
             events = traces[name].events
             for _event in events[shown[name] : due]:
                 received += 1
-            if with_stats and due > shown[name]:
-                compute_stats(events[:due])
+            if due > shown[name]:
+                changed += 1
+                if work:
+                    work[name].frame(events, shown[name], due)
             shown[name] = due
-        costs.append(time.process_time() - start)
+        costs.append((time.process_time() - start, changed))
     assert received == sum(len(t.events) for t in traces.values())
     return costs
+
+
+def tenth_ms(costs: list[tuple[float, int]], last: bool) -> float:
+    """Median cost of one pane's update in ms over the first (or last) tenth of the race
+    (panes finish at different times: a frame late in the race updates fewer)."""
+    per_pane = [seconds / changed for seconds, changed in costs if changed]
+    n = max(1, len(per_pane) // 10)
+    return statistics.median(per_pane[-n:] if last else per_pane[:n]) * 1e3
 
 
 def main() -> None:
@@ -168,13 +221,19 @@ def main() -> None:
           f"{deep_s / shallow_s:.1f}x)")
     print(f"parse, no gc   {gc_off_s * 1e3:8.1f} ms  (collector running: {gc_on_s * 1e3:.1f} ms, "
           f"{gc_on_s / gc_off_s:.1f}x)")
-    for with_stats in (False, True):
-        costs = sorted(replay_frames(session.traces, args.fps, with_stats))
-        label = "events + stats" if with_stats else "events only"
+    for strips in (None, "folded", "recomputed"):
+        frames = replay_frames(session.traces, args.fps, strips)
+        costs = [seconds for seconds, _ in frames]
+        ordered = sorted(costs)
+        label = {None: "events only", "folded": "+ strips (app)",
+                 "recomputed": "+ strips (before)"}[strips]
+        first, last = tenth_ms(frames, last=False), tenth_ms(frames, last=True)
         print(
-            f"replay frame   {label:<15} {len(costs)} frames at {args.fps:g} fps, "
+            f"replay frame   {label:<18} {len(costs)} frames at {args.fps:g} fps, "
             f"{SPEEDS[-1]:g}x: median {statistics.median(costs) * 1e3:.3f} ms, "
-            f"p95 {costs[int(len(costs) * 0.95)] * 1e3:.2f} ms (budget {1e3 / args.fps:.1f} ms)"
+            f"p95 {ordered[int(len(costs) * 0.95)] * 1e3:.2f} ms (budget {1e3 / args.fps:.1f} ms); "
+            f"per pane updated: {first:.3f} ms in the first tenth, {last:.3f} ms in the last "
+            f"({last / first:.1f}x)"
         )
 
 

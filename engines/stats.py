@@ -93,64 +93,113 @@ def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
 
 
+def speedup(tokens_per_s: float | None, baseline_tokens_per_s: float | None) -> float | None:
+    """A run's speed over plain decoding's (the baseline); None until both are known."""
+    if not baseline_tokens_per_s or not tokens_per_s:
+        return None
+    return tokens_per_s / baseline_tokens_per_s
+
+
+class StatsAccumulator:
+    """A run's statistics, folded one event at a time.
+
+    ``add`` costs what the event holds (its drafts), ``stats`` what the longest round
+    drafted, so a live pane or a race frame costs the same at token 20,000 as at token
+    20. ``compute_stats`` is this folded over a list.
+    """
+
+    __slots__ = ("_prefill", "_done", "_rounds", "_drafting", "_proposed", "_accepted",
+                 "_generated", "_tried", "_kept", "_first_t", "_last_t", "_draft_seconds",
+                 "_verify_seconds", "_drafting_verify_seconds")
+
+    def __init__(self) -> None:
+        self._prefill: Prefill | None = None
+        self._done: Done | None = None
+        self._rounds = self._drafting = self._proposed = self._accepted = self._generated = 0
+        #: Per draft position i: drafting rounds that proposed more than i drafts, and
+        #: those that kept more than i.
+        self._tried: list[int] = []
+        self._kept: list[int] = []
+        self._first_t: float | None = None
+        self._last_t: float | None = None
+        self._draft_seconds = self._verify_seconds = self._drafting_verify_seconds = 0.0
+
+    def add(self, event: Event) -> None:
+        if isinstance(event, Round):
+            self._add_round(event)
+        elif isinstance(event, Prefill):
+            self._prefill = event
+        elif isinstance(event, Done):
+            self._done = event
+
+    def extend(self, events: Iterable[Event]) -> StatsAccumulator:
+        for event in events:
+            self.add(event)
+        return self
+
+    def _add_round(self, r: Round) -> None:
+        self._rounds += 1
+        self._generated += len(r.tokens)
+        self._draft_seconds += r.draft_seconds
+        self._verify_seconds += r.verify_seconds
+        if self._first_t is None:
+            self._first_t = r.t
+        self._last_t = r.t
+        drafted = len(r.drafted)
+        if not drafted:
+            return
+        self._drafting += 1
+        self._proposed += drafted
+        self._accepted += r.accepted
+        self._drafting_verify_seconds += r.verify_seconds
+        tried, kept = self._tried, self._kept
+        if drafted > len(tried):
+            tried.extend([0] * (drafted - len(tried)))
+            kept.extend([0] * (drafted - len(kept)))
+        for i in range(drafted):
+            tried[i] += 1
+        for i in range(min(r.accepted, drafted)):
+            kept[i] += 1
+
+    @property
+    def stats(self) -> Stats:
+        """The statistics of the events added so far."""
+        prefill, done = self._prefill, self._done
+        proposed, accepted, drafting = self._proposed, self._accepted, self._drafting
+        start = prefill.t if prefill else 0.0
+        decode_seconds = (self._last_t - start) if self._last_t is not None else 0.0
+        acceptance = _ratio(accepted, proposed)
+        cost_ratio = predicted = None
+        if drafting and self._verify_seconds > 0:
+            per_draft = self._draft_seconds / proposed
+            per_verify = self._drafting_verify_seconds / drafting
+            cost_ratio = per_draft / per_verify if per_verify > 0 else None
+            if cost_ratio is not None and acceptance is not None:
+                predicted = predicted_speedup(acceptance, proposed / drafting, cost_ratio)
+        return Stats(
+            prompt_tokens=prefill.prompt_tokens if prefill else 0,
+            generated_tokens=self._generated,
+            rounds=self._rounds,
+            drafting_rounds=drafting,
+            proposed=proposed,
+            accepted=accepted,
+            acceptance_rate=acceptance,
+            mean_accepted=_ratio(accepted, drafting),
+            tokens_per_round=_ratio(self._generated, self._rounds),
+            acceptance_by_position=[k / n for k, n in zip(self._kept, self._tried)],
+            prefill_seconds=prefill.seconds if prefill else 0.0,
+            ttft_seconds=self._first_t,
+            decode_seconds=decode_seconds,
+            draft_seconds=self._draft_seconds,
+            verify_seconds=self._verify_seconds,
+            tokens_per_s=_ratio(self._generated, decode_seconds),
+            cost_ratio=cost_ratio,
+            predicted_speedup=predicted,
+            peak_memory_bytes=done.peak_memory_bytes if done else None,
+            finish_reason=done.reason if done else None,
+        )
+
+
 def compute_stats(events: Iterable[Event]) -> Stats:
     """Summarise one run from its events (a run still in progress works too)."""
-    prefill: Prefill | None = None
-    done: Done | None = None
-    rounds: list[Round] = []
-    for event in events:
-        if isinstance(event, Round):
-            rounds.append(event)
-        elif isinstance(event, Prefill):
-            prefill = event
-        elif isinstance(event, Done):
-            done = event
-
-    drafting = [r for r in rounds if r.drafted]
-    proposed = sum(len(r.drafted) for r in drafting)
-    accepted = sum(r.accepted for r in drafting)
-    generated = sum(len(r.tokens) for r in rounds)
-    width = max((len(r.drafted) for r in drafting), default=0)
-    by_position = []
-    for i in range(width):
-        tried = sum(1 for r in drafting if len(r.drafted) > i)
-        kept = sum(1 for r in drafting if r.accepted > i)
-        by_position.append(kept / tried)
-
-    start = prefill.t if prefill else 0.0
-    decode_seconds = (rounds[-1].t - start) if rounds else 0.0
-    draft_seconds = sum(r.draft_seconds for r in rounds)
-    verify_seconds = sum(r.verify_seconds for r in rounds)
-
-    acceptance = _ratio(accepted, proposed)
-    cost_ratio = None
-    speedup = None
-    if drafting and verify_seconds > 0:
-        per_draft = draft_seconds / proposed
-        per_verify = sum(r.verify_seconds for r in drafting) / len(drafting)
-        cost_ratio = per_draft / per_verify if per_verify > 0 else None
-        if cost_ratio is not None and acceptance is not None:
-            speedup = predicted_speedup(acceptance, proposed / len(drafting), cost_ratio)
-
-    return Stats(
-        prompt_tokens=prefill.prompt_tokens if prefill else 0,
-        generated_tokens=generated,
-        rounds=len(rounds),
-        drafting_rounds=len(drafting),
-        proposed=proposed,
-        accepted=accepted,
-        acceptance_rate=acceptance,
-        mean_accepted=_ratio(accepted, len(drafting)),
-        tokens_per_round=_ratio(generated, len(rounds)),
-        acceptance_by_position=by_position,
-        prefill_seconds=prefill.seconds if prefill else 0.0,
-        ttft_seconds=rounds[0].t if rounds else None,
-        decode_seconds=decode_seconds,
-        draft_seconds=draft_seconds,
-        verify_seconds=verify_seconds,
-        tokens_per_s=_ratio(generated, decode_seconds),
-        cost_ratio=cost_ratio,
-        predicted_speedup=speedup,
-        peak_memory_bytes=done.peak_memory_bytes if done else None,
-        finish_reason=done.reason if done else None,
-    )
+    return StatsAccumulator().extend(events).stats

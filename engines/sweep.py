@@ -24,7 +24,9 @@ from specdeck.engines.events import Trace
 from specdeck.engines.formatting import percent, times
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.requests import CellSpec, CompareRequest, SweepPrompt, SweepRequest
-from specdeck.engines.stats import Stats, compute_stats, expected_tokens_per_round, median, robust_cv
+from specdeck.engines.stats import (
+    Stats, compute_stats, expected_tokens_per_round, median, predicted_speedup, robust_cv, speedup,
+)
 from specdeck.engines.strategies import run_strategy
 
 
@@ -83,8 +85,11 @@ def summarise_cell(
     per_round = proposed / drafting_rounds if drafting_rounds else None
     costs = [s.cost_ratio for s in runs if s.cost_ratio is not None]
     cost = median(costs) if costs else None
-    expected = expected_tokens_per_round(rate, per_round) if rate is not None else None
-    predicted = expected / (per_round * cost + 1) if expected and cost is not None else None
+    expected = predicted = None
+    if rate is not None:  # then per_round is known too
+        expected = expected_tokens_per_round(rate, per_round)
+        if cost is not None:
+            predicted = predicted_speedup(rate, per_round, cost)
     width = max((len(s.acceptance_by_position) for s in runs), default=0)
     by_position = [
         median([s.acceptance_by_position[i] for s in runs if len(s.acceptance_by_position) > i])
@@ -92,11 +97,10 @@ def summarise_cell(
     ]
     peaks = [s.peak_memory_bytes for s in runs if s.peak_memory_bytes is not None]
     peak = max(peaks) if peaks else None
-    speedup = None
     if spec.strategy == "plain":
-        speedup = 1.0 if med else None
-    elif plain and plain.median_tokens_per_s and med:
-        speedup = med / plain.median_tokens_per_s
+        over_plain_speed = 1.0 if med else None
+    else:
+        over_plain_speed = speedup(med, plain.median_tokens_per_s if plain else None)
     verify_cost = None
     if plain and plain.median_tokens_per_s and rounds:
         per_verify = median([s.verify_seconds / s.rounds for s in runs if s.rounds])
@@ -107,7 +111,7 @@ def summarise_cell(
     cell = Cell(
         prompt=spec.prompt, kind=kind, strategy=spec.strategy, label=spec.label,
         temperature=spec.temperature, k=spec.k, depth=spec.depth, n=spec.n,
-        reps=len(runs), tokens_per_s=speeds, median_tokens_per_s=med, speedup=speedup,
+        reps=len(runs), tokens_per_s=speeds, median_tokens_per_s=med, speedup=over_plain_speed,
         cv=cv, noisy=cv is not None and cv > noisy_cv,
         acceptance_rate=rate,
         mean_accepted=accepted / drafting_rounds if drafting_rounds else None,

@@ -25,7 +25,7 @@ import orjson
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
-from specdeck.engines.stats import Stats, compute_stats
+from specdeck.engines.stats import Stats, compute_stats, speedup
 from specdeck.session_check import SessionError, check_trace
 
 SCHEMA_VERSION = 1
@@ -42,10 +42,8 @@ _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in EVENT_TYPES.v
 
 
 def _with_speedup(stats: Stats, baseline_tokens_per_s: float | None) -> dict:
-    speedup = None
-    if baseline_tokens_per_s and stats.tokens_per_s:
-        speedup = stats.tokens_per_s / baseline_tokens_per_s
-    return {**stats.to_dict(), "speedup_vs_plain": speedup}
+    return {**stats.to_dict(),
+            "speedup_vs_plain": speedup(stats.tokens_per_s, baseline_tokens_per_s)}
 
 
 def strategy_stats(traces: dict[str, Trace]) -> dict[str, dict]:
@@ -61,8 +59,9 @@ def event_to_dict(event: Event) -> dict:
     return {name: getattr(event, name) for name in _FIELD_NAMES[type(event)]}
 
 
-def trace_to_dict(trace: Trace, baseline_tokens_per_s: float | None = None) -> dict:
-    """One strategy's result: its tokens, text, every event, and statistics."""
+def trace_to_dict(trace: Trace, stats: dict) -> dict:
+    """One strategy's result: its tokens, text, every event, and its ``stats`` (as
+    ``strategy_stats`` gives them)."""
     prefill, done = trace.prefill, trace.done
     return {
         "tokens": trace.tokens,
@@ -70,7 +69,7 @@ def trace_to_dict(trace: Trace, baseline_tokens_per_s: float | None = None) -> d
         "prefill": event_to_dict(prefill) if prefill else None,
         "rounds": [event_to_dict(r) for r in trace.rounds],
         "done": event_to_dict(done) if done else None,
-        "stats": _with_speedup(compute_stats(trace.events), baseline_tokens_per_s),
+        "stats": stats,
     }
 
 
@@ -109,9 +108,7 @@ def compare_config(result: Any) -> dict:
 
 def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dict:
     """A whole comparison as a session document."""
-    baseline = None
-    if "plain" in traces:
-        baseline = compute_stats(traces["plain"].events).tokens_per_s
+    stats = strategy_stats(traces)
     return {
         "schema_version": SCHEMA_VERSION,
         "kind": "compare",
@@ -120,7 +117,7 @@ def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dic
         "config": config,
         "machine": machine,
         "strategies": {
-            name: trace_to_dict(trace, baseline) for name, trace in traces.items()
+            name: trace_to_dict(trace, stats[name]) for name, trace in traces.items()
         },
     }
 

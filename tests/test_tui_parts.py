@@ -1,11 +1,10 @@
 """The playground's parts without a running app: prompts, the race schedule, batching,
-token wrapping, the inspector's explanations, the settings form, and the layering rule
-that the app never imports mlx."""
+token wrapping, the inspector's explanations, the settings form and the sparkline's
+series (that the app never imports mlx: ``test_layering.py``)."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
+import random
 from dataclasses import replace
 
 import pytest
@@ -18,6 +17,7 @@ from specdeck.prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_pro
 from specdeck.batcher import EventBatcher
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.tui.inspector import describe_rollback, explain_round
+from specdeck.tui.stats_strip import RoundSeries
 from specdeck.tui.token_view import TokenView, printable, round_tokens
 from tui_support import demo_traces, run_async
 
@@ -147,16 +147,6 @@ def test_settings_form_builds_a_validated_request(tmp_path):
         apply_form(request, {**values, "strategies": "plain,draft,mtp,ngram,plain"})
 
 
-def test_the_app_and_replay_never_import_mlx():
-    code = (
-        "import sys, specdeck.tui.app, specdeck.playback\n"
-        "from specdeck.tui.app import SpecdeckApp\n"
-        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('mlx', 'mlx_lm', 'optiq'))\n"
-        "assert not bad, bad\n"
-    )
-    subprocess.run([sys.executable, "-c", code], check=True)
-
-
 def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys):
     pytest.importorskip("mlx_lm")
     from specdeck.engines import demo
@@ -234,3 +224,21 @@ async def test_token_view_jump_scrolls_half_a_view_at_a_time():
         await pilot.pause()
         rows = [view.render_line(y).text.rstrip() for y in range(4)]
         assert rows == ["line 15", "", "", ""]  # the open last line in the middle
+
+
+def test_the_sparkline_series_stays_short_and_keeps_each_spans_maximum():
+    rng = random.Random(7)
+    for length in (0, 1, 8, 9, 17, 63, 64, 65, 200):
+        values = [float(rng.randrange(5)) for _ in range(length)]
+        series = RoundSeries(limit=8)
+        for v in values:
+            series.add(v)
+        points = series.points
+        if length <= 8:
+            assert points == values  # short runs are shown round by round
+            continue
+        span = 1  # halved each time a ninth point completes (one more may be filling)
+        while length >= 9 * span:
+            span *= 2
+        assert points == [max(values[i : i + span]) for i in range(0, length, span)], length
+        assert len(points) <= 9

@@ -38,8 +38,13 @@ class StrategyPane(Vertical, can_focus=True):
         return self.query_one(TokenView)
 
     @property
+    def strip(self) -> StatsStrip:
+        return self.query_one(StatsStrip)
+
+    @property
     def stats(self) -> Stats:
-        return self.query_one(StatsStrip).stats
+        """The statistics of the events shown."""
+        return self.strip.stats
 
     @property
     def detail(self) -> str:
@@ -75,6 +80,7 @@ class StrategyPane(Vertical, can_focus=True):
             self.events = []
         self.shown = 0
         self.view.clear()
+        self.strip.clear()
 
     def show_until(self, count: int) -> bool:
         """Show the first ``count`` events; True when that changed what is shown."""
@@ -84,7 +90,9 @@ class StrategyPane(Vertical, can_focus=True):
         if count < self.shown:
             self.reset(keep_events=True)
         view = self.view
-        for event in self.events[self.shown : count]:
+        new = self.events[self.shown : count]
+        self.strip.add(new)
+        for event in new:
             if isinstance(event, Round):
                 view.append(round_tokens(event))
             elif isinstance(event, Done):
@@ -112,6 +120,5 @@ class StrategyPane(Vertical, can_focus=True):
         )
 
     def refresh_stats(self, baseline_tokens_per_s: float | None) -> Stats:
-        return self.query_one(StatsStrip).update_from(
-            self.events[: self.shown], baseline_tokens_per_s, self.memory_estimate
-        )
+        """Draw the statistics of the events shown (``baseline``: plain's tokens/s)."""
+        return self.strip.show(baseline_tokens_per_s, self.memory_estimate)
