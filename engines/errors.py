@@ -1,6 +1,10 @@
 """Errors a user can cause and fix; front ends print their message as one line."""
 
 
+class UserError(Exception):
+    """Something the user can fix; printed as one line."""
+
+
 class SettingsError(ValueError):
     """A setting is out of range; the message names it and the allowed range."""
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -303,22 +303,3 @@ def read_prompt_set(value: str) -> list[SweepPrompt]:
             return out
         return [SweepPrompt(path.stem, text_of(path.stem, content), path.stem)]
     return [SweepPrompt("prompt", value, "prompt")]
-
-
-def sweep_document(request: SweepRequest, cells: list[Cell], complete: bool, machine: dict) -> dict:
-    """The sweep as a session-like JSON document."""
-    from datetime import datetime, timezone
-
-    config = asdict(request)
-    config["prompts"] = [asdict(p) for p in request.prompts]
-    return {
-        "schema_version": 1,
-        "kind": "sweep",
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "partial": not complete,
-        "config": config,
-        "machine": machine,
-        "cells": [asdict(c) for c in cells],
-        "recommendations": recommendations(cells),
-    }
-

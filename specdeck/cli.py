@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Iterator
 
 from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
-from specdeck.engines.errors import ModelError, SettingsError
+from specdeck.engines.errors import ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
@@ -26,10 +26,6 @@ EXIT_USAGE = 2
 EXIT_RUN_FAILED = 1
 #: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
-
-
-class UserError(Exception):
-    """Something the user can fix; printed as one line."""
 
 
 def read_prompt(value: str) -> str:

@@ -16,7 +16,7 @@ import gc
 import os
 import tempfile
 from contextlib import contextmanager
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -25,6 +25,7 @@ import orjson
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
+from specdeck.engines.requests import SweepRequest
 from specdeck.engines.stats import Stats, compute_stats, speedup
 from specdeck.session_check import SessionError, check_trace
 
@@ -119,6 +120,23 @@ def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dic
         "strategies": {
             name: trace_to_dict(trace, stats[name]) for name, trace in traces.items()
         },
+    }
+
+
+def sweep_document(request: SweepRequest, cells: list[Any], recommendations: list[str],
+                   complete: bool, machine: dict) -> dict:
+    """The sweep as a session-like JSON document (``cells``: ``engines.sweep.Cell``s)."""
+    config = asdict(request)
+    config["prompts"] = [asdict(p) for p in request.prompts]
+    return {
+        "schema_version": 1,
+        "kind": "sweep",
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "partial": not complete,
+        "config": config,
+        "machine": machine,
+        "cells": [asdict(c) for c in cells],
+        "recommendations": recommendations,
     }
 
 

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specdeck.engines.errors import UserError
 from specdeck.engines.formatting import MISSING, format_stat, plural, stats_table
 
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
@@ -90,8 +91,6 @@ def _import_tui(what: str):
     try:
         from specdeck import tui
     except ImportError as exc:
-        from specdeck.cli import UserError
-
         raise UserError(
             f"the playground cannot start here ({exc}); add --headless to print the {what}"
         ) from None

@@ -103,9 +103,9 @@ def run(args: argparse.Namespace) -> int:
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
     from specdeck.engines.requests import SweepRequest
-    from specdeck.engines.sweep import SweepProgress, run_sweep, sweep_document
+    from specdeck.engines.sweep import SweepProgress, recommendations, run_sweep
     from specdeck.chart import speedup_chart_svg
-    from specdeck.session import write_atomic
+    from specdeck.session import sweep_document, write_atomic
 
     target, draft = default_models(args.target, args.draft)
     request = SweepRequest(
@@ -134,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     print(file=sys.stderr)
     if not complete:
         message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
-    document = sweep_document(request, cells, complete, describe_machine())
+    document = sweep_document(request, cells, recommendations(cells), complete,
+                              describe_machine())
     out = args.json or Path("sessions") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.json"
     write_atomic(out, orjson.dumps(document, option=orjson.OPT_INDENT_2))
     chart = args.chart or out.with_suffix(".svg")

@@ -1,7 +1,7 @@
 """A saved sweep (``specdeck sweep``'s JSON, kind ``"sweep"``): loaded and checked without
 mlx, and its cells as the rows of a table, for ``specdeck replay`` and the app's sweep view.
 
-The document is ``engines.sweep.sweep_document``'s: ``schema_version``, ``kind``,
+The document is ``specdeck.session.sweep_document``'s: ``schema_version``, ``kind``,
 ``created``, ``partial``, ``config``, ``machine``, ``cells`` (one measured cell each) and
 ``recommendations``. Reading the file shares the session loader's errors (a missing,
 empty, truncated or non-JSON file ends in one line naming it).
