@@ -11,10 +11,8 @@ as a correctness failure, not as a speed.
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import dataclass, replace
-from pathlib import Path
 from typing import Callable
 
 from specdeck.engines.compare import encode_prompt, load_models
@@ -23,7 +21,7 @@ from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Trace
 from specdeck.engines.formatting import percent, times
 from specdeck.engines.loading import ModelStore
-from specdeck.engines.requests import CellSpec, CompareRequest, SweepPrompt, SweepRequest
+from specdeck.engines.requests import CellSpec, CompareRequest, SweepRequest
 from specdeck.engines.stats import (
     Stats, compute_stats, expected_tokens_per_round, median, predicted_speedup, robust_cv, speedup,
 )
@@ -265,41 +263,3 @@ def run_sweep(
     except KeyboardInterrupt:
         return cells, False
     return cells, True
-
-
-def read_prompt_set(value: str) -> list[SweepPrompt]:
-    """Prompts from a prompt file of ``prompts/``'s format, a plain text file, a folder of
-    prompt files, a JSONL file (one ``{"prompt": ..., "name"?: ..., "kind"?: ...}`` per
-    line) or, failing all those, the text itself."""
-    from specdeck.prompts import parse_prompt, text_of
-
-    path = Path(value).expanduser()
-    if path.is_dir():
-        files = sorted(path.glob("*.txt"))
-        if not files:
-            raise SettingsError(f"{value} holds no prompt files (*.txt)")
-        out = []
-        for f in files:
-            p = parse_prompt(f.stem, f.read_text(encoding="utf-8"))
-            out.append(SweepPrompt(p.key, p.text, p.key))
-        return out
-    if path.is_file():
-        content = path.read_text(encoding="utf-8")
-        if path.suffix == ".jsonl":
-            out = []
-            for number, line in enumerate(content.splitlines(), 1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    text = row["prompt"] if isinstance(row, dict) else None
-                except (json.JSONDecodeError, KeyError):
-                    text = None
-                if not isinstance(text, str) or not text:
-                    raise SettingsError(
-                        f"{value} line {number}: expected {{\"prompt\": \"...\"}}"
-                    )
-                out.append(SweepPrompt(row.get("name") or f"p{number}", text, row.get("kind", "")))
-            return out
-        return [SweepPrompt(path.stem, text_of(path.stem, content), path.stem)]
-    return [SweepPrompt("prompt", value, "prompt")]

@@ -1,14 +1,22 @@
-"""Built-in prompts, one per kind of workload speculation behaves differently on.
+"""Prompts: the built-in ones, and the one reader of what ``--prompt`` takes.
 
-Each prompt is a small text file in this folder: a ``name:`` line, a ``description:``
-line, a ``---`` line, then the prompt text. Plain text rather than TOML so that
-Python 3.10 (no ``tomllib``) reads them without another dependency.
+Each built-in prompt, one per kind of workload speculation behaves differently on, is a
+small text file in this folder: a ``name:`` line, a ``description:`` line, a ``---``
+line, then the prompt text. Plain text rather than TOML so that Python 3.10 (no
+``tomllib``) reads them without another dependency.
+
+``read_prompts`` reads prompts the way every command does: text, a prompt file (this
+format, or any text file as a whole), a folder of them, or a JSONL file of your own
+workload. ``specdeck compare`` takes one prompt, ``specdeck sweep`` several.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from pathlib import Path
+
+from specdeck.engines.errors import UserError
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 
@@ -20,12 +28,14 @@ _SEPARATOR = "---"
 
 @dataclass(frozen=True, slots=True)
 class Prompt:
-    """One built-in prompt; ``key`` is its file name without the extension."""
+    """One prompt; ``key`` names it (a file's name without the extension)."""
 
     key: str
     name: str
     description: str
     text: str
+    #: The workload it stands for, grouping prompts in a sweep's advice (code, prose...).
+    kind: str = ""
 
 
 def parse_prompt(key: str, content: str) -> Prompt:
@@ -44,24 +54,18 @@ def parse_prompt(key: str, content: str) -> Prompt:
     text = body.rstrip("\n")
     if not text.strip():
         raise ValueError(f"prompt {key!r} has no text")
-    return Prompt(key, fields["name"], fields["description"], text)
+    return Prompt(key, fields["name"], fields["description"], text, key)
 
 
-def text_of(key: str, content: str) -> str:
-    """A prompt file's text: the part after ``---`` for a file in this folder's format,
-    else the whole content (any text file can be a prompt)."""
-    try:
-        return parse_prompt(key, content).text
-    except ValueError:
-        return content
+def _prompt_files(folder: Path) -> list[Path]:
+    return sorted(folder.glob("*.txt"))
 
 
 def load_prompts(folder: Path = PROMPTS_DIR) -> dict[str, Prompt]:
-    """Every prompt in ``folder``, by key, in file-name order."""
-    prompts = {}
-    for path in sorted(folder.glob("*.txt")):
-        prompts[path.stem] = parse_prompt(path.stem, path.read_text(encoding="utf-8"))
-    return prompts
+    """Every prompt in ``folder``, by key, in file-name order; each must be in this
+    folder's format (ValueError names the one that is not)."""
+    return {path.stem: parse_prompt(path.stem, path.read_text(encoding="utf-8"))
+            for path in _prompt_files(folder)}
 
 
 def get_prompt(key: str = DEFAULT_PROMPT) -> Prompt:
@@ -70,3 +74,77 @@ def get_prompt(key: str = DEFAULT_PROMPT) -> Prompt:
     if key not in prompts:
         raise KeyError(f"no built-in prompt {key!r} (choose from {', '.join(prompts)})")
     return prompts[key]
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UserError(f"cannot read the prompt file {path}: {exc}") from exc
+
+
+def read_prompt_file(path: Path) -> Prompt:
+    """A prompt file: its text after ``---`` when it is in this folder's format, else
+    the whole file (any text file can be a prompt)."""
+    content = _read(path)
+    try:
+        return parse_prompt(path.stem, content)
+    except ValueError:
+        return Prompt(path.stem, path.stem, "", content, path.stem)
+
+
+def _jsonl_prompts(path: Path) -> list[Prompt]:
+    """One ``{"prompt": ..., "name"?: ..., "kind"?: ...}`` per line; blank lines skipped."""
+    prompts = []
+    for number, line in enumerate(_read(path).splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError:
+            row = None
+        if type(row) is not dict:
+            row = {}
+        text, name, kind = row.get("prompt"), row.get("name") or f"p{number}", row.get("kind", "")
+        if not isinstance(text, str) or not text or not isinstance(name, str) or (
+                not isinstance(kind, str)):
+            raise UserError(f"{path} line {number}: expected {{\"prompt\": \"...\"}} "
+                            "(with \"name\" and \"kind\" strings, if any)")
+        prompts.append(Prompt(name, name, "", text, kind))
+    return prompts
+
+
+def _existing(value: str) -> Path | None:
+    """``value`` as the path of a file or folder, or None when it names none (it is
+    then prompt text: a long text is no file name)."""
+    path = Path(value).expanduser()
+    try:
+        return path if len(value) < 4096 and path.exists() else None
+    except (OSError, ValueError):
+        return None
+
+
+def read_prompts(value: str) -> list[Prompt]:
+    """What ``--prompt`` takes: a folder of prompt files (``*.txt``), a JSONL file, a
+    prompt file, or else the text itself."""
+    path = _existing(value)
+    if path is None:
+        return [Prompt("prompt", "prompt", "", value, "prompt")]
+    if path.is_dir():
+        files = _prompt_files(path)
+        if not files:
+            raise UserError(f"{value} holds no prompt files (*.txt)")
+        return [read_prompt_file(f) for f in files]
+    if path.suffix == ".jsonl":
+        return _jsonl_prompts(path)
+    return [read_prompt_file(path)]
+
+
+def read_prompt(value: str) -> str:
+    """One prompt's text, from what ``--prompt`` takes (a folder or JSONL file must hold
+    exactly one prompt)."""
+    prompts = read_prompts(value)
+    if len(prompts) != 1:
+        raise UserError(f"{value} holds {len(prompts)} prompts; a comparison runs one "
+                        "(specdeck sweep runs several)")
+    return prompts[0].text

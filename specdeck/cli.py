@@ -28,25 +28,6 @@ EXIT_RUN_FAILED = 1
 EXIT_INTERRUPTED = 130
 
 
-def read_prompt(value: str) -> str:
-    """A prompt given as text or as the path of a text file. A file in the format of
-    ``prompts/`` (name and description lines, ``---``, the text) gives only its text."""
-    from specdeck.prompts import text_of
-
-    path = Path(value).expanduser()
-    try:
-        is_file = len(value) < 4096 and path.is_file()
-    except OSError:
-        is_file = False
-    if not is_file:
-        return value
-    try:
-        content = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise UserError(f"cannot read the prompt file {value}: {exc}") from exc
-    return text_of(path.stem, content)
-
-
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
@@ -60,7 +41,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--strategies", default="plain,draft",
         help="comma-separated, run in this order (plain, draft, mtp, ngram)",
     )
-    p.add_argument("--prompt", required=True, help="prompt text, or a file holding it")
+    p.add_argument("--prompt", required=True,
+                   help="prompt text, a prompt file, or a folder or JSONL file holding one")
     p.add_argument("-k", "--num-draft-tokens", type=int, default=2,
                    help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default 2)")
     p.add_argument("--depth", type=int, default=1,
@@ -134,6 +116,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
     from specdeck.engines.requests import CompareRequest
     from specdeck.engines.demo import default_models
+    from specdeck.prompts import read_prompt
     from specdeck.engines.machine import describe_machine
     from specdeck.session import build_document, compare_config, save_document
     from specdeck.session_store import autosave

@@ -59,15 +59,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _prompts(values: list[str] | None):
     from specdeck.engines.requests import SweepPrompt
-    from specdeck.engines.sweep import read_prompt_set
-    from specdeck.prompts import get_prompt
+    from specdeck.prompts import get_prompt, read_prompts
 
     if not values:
-        return [SweepPrompt(key, get_prompt(key).text, key) for key in DEFAULT_PROMPTS]
-    prompts = []
-    for value in values:
-        prompts.extend(read_prompt_set(value))
-    return prompts
+        prompts = [get_prompt(key) for key in DEFAULT_PROMPTS]
+    else:
+        prompts = [p for value in values for p in read_prompts(value)]
+    return [SweepPrompt(p.key, p.text, p.kind) for p in prompts]
 
 
 def print_sweep(cells: list[dict], recommendations: list[str]) -> None:

@@ -115,14 +115,3 @@ def test_hub_id_offline_says_so(tmp_path) -> None:
         timeout=300,
     )
     one_line_error(result, "mlx-community/not-a-real-model-xyz", "Hugging Face hub", "local")
-
-
-def test_prompt_files_in_the_builtin_format_give_their_text(tmp_path) -> None:
-    from specdeck.prompts import PROMPTS_DIR, get_prompt
-    from specdeck.cli import read_prompt
-
-    assert read_prompt(str(PROMPTS_DIR / "code.txt")) == get_prompt("code").text
-    plain = tmp_path / "p.txt"
-    plain.write_text("name: not a header really\nno separator here\n")
-    assert read_prompt(str(plain)) == plain.read_text()
-    assert read_prompt("just some text") == "just some text"

@@ -14,7 +14,7 @@ from specdeck import engines
 from specdeck.engines.events import Done, Prefill, Round
 from specdeck.engines.stats import compute_stats, median, robust_cv
 from specdeck.engines.requests import CellSpec
-from specdeck.engines.sweep import read_prompt_set, recommendations, summarise_cell
+from specdeck.engines.sweep import recommendations, summarise_cell
 from specdeck.chart import series_of, speedup_chart_svg
 from specdeck.cli import main
 
@@ -84,19 +84,6 @@ def test_noisy_flag_and_recommendations() -> None:
     bad = summarise_cell(CellSpec("prose", "draft", 0.0, k=2), "prose", slow, plain, False, 0.05)
     assert bad.why.startswith("output differs")
     assert any("differs from plain" in line for line in recommendations([plain, bad]))
-
-
-def test_prompt_sets(tmp_path) -> None:
-    jsonl = tmp_path / "work.jsonl"
-    jsonl.write_text('{"prompt": "a b c", "kind": "chat"}\n\n{"prompt": "d", "name": "x"}\n')
-    prompts = read_prompt_set(str(jsonl))
-    assert [(p.name, p.text, p.kind) for p in prompts] == [("p1", "a b c", "chat"), ("x", "d", "")]
-    jsonl.write_text('{"text": 1}\n')
-    with pytest.raises(ValueError, match="line 1"):
-        read_prompt_set(str(jsonl))
-    assert read_prompt_set("just text")[0].text == "just text"
-    folder_prompts = read_prompt_set(str(engines.sweep.Path(__file__).parent.parent / "prompts"))
-    assert {"code", "prose"} <= {p.name for p in folder_prompts}
 
 
 def test_sweep_on_tiny_models_writes_json_and_chart(tiny_family, tmp_path, capsys) -> None:
