@@ -5,7 +5,7 @@ Plain dataclasses without mlx, so sessions can carry them to machines without it
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
 from specdeck.engines.errors import SettingsError
@@ -18,6 +18,13 @@ MAX_MTP_DEPTH = 8
 #: The JSON types each annotated field type accepts (exactly: true is not a number).
 _JSON_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,),
                "int | None": (int, type(None))}
+
+
+def field_default(cls: type, name: str) -> Any:
+    """A dataclass field's default: the command line's options read theirs from the
+    dataclasses they fill, so each default is written once."""
+    f = next(f for f in fields(cls) if f.name == name)
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
 
 
 def _from_dict(cls: type, data: Any) -> Any:

@@ -15,6 +15,12 @@ from specdeck.engines.errors import SettingsError
 NEEDS_DRAFT = {"draft"}
 
 
+def require_draft(strategies: list[str], draft: object) -> None:
+    """Refuse strategies that need a draft model when none is given."""
+    if NEEDS_DRAFT & set(strategies) and not draft:
+        raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
+
+
 @dataclass
 class CompareRequest:
     """What to compare: models, strategies, prompt and settings."""
@@ -44,8 +50,7 @@ class CompareRequest:
             )
         if len(set(self.strategies)) != len(self.strategies):
             raise SettingsError("a strategy is listed twice")
-        if NEEDS_DRAFT & set(self.strategies) and not self.draft:
-            raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
+        require_draft(self.strategies, self.draft)
         if not self.prompt:
             raise SettingsError("the prompt is empty")
         if self.warmup_tokens < 0:
@@ -116,9 +121,10 @@ class SweepRequest:
     reps: int = 5
     warmup: int = 1
     max_tokens: int = 128
-    seed: int = 0
     #: Cells whose robust CV is above this are flagged as noisy.
     noisy_cv: float = 0.05
+    #: Top-p and the like for every cell; each cell sets its own temperature, and its
+    #: repetition r runs with seed ``sampling.seed + r``.
     sampling: Sampling = field(default_factory=Sampling)
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
@@ -147,6 +153,7 @@ class SweepRequest:
             raise SettingsError(
                 f"cannot sweep {unknown[0]!r} (choose from {', '.join(SPECULATIVE)})"
             )
+        require_draft(self.strategies, self.draft)
         if self.reps < 1 or self.warmup < 0:
             raise SettingsError("--reps must be >= 1 and --warmup >= 0")
         names = [p.name for p in self.prompts]
@@ -154,4 +161,4 @@ class SweepRequest:
             raise SettingsError("two prompts of the sweep have the same name")
         base = DecodeSettings(max_tokens=self.max_tokens, sampling=self.sampling)
         for cell in self.cells():
-            cell.settings(base, self.seed).validate()
+            cell.settings(base, self.sampling.seed).validate()

@@ -21,6 +21,7 @@ from specdeck.engines.loading import LoadedModel
 from specdeck.engines.mtp import MtpModel, run_mtp
 from specdeck.engines.ngram import run_ngram
 from specdeck.engines.plain import run_plain
+from specdeck.engines.requests import require_draft
 
 
 @dataclass
@@ -44,8 +45,7 @@ def strategy_events(
     if name == "plain":
         return run_plain(models.target, prompt, settings, clock)
     if name == "draft":
-        if models.draft is None:
-            raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
+        require_draft([name], models.draft)
         return run_draft(models.target, models.draft, prompt, settings, clock)
     if name == "mtp":
         if models.mtp is None:

@@ -222,7 +222,7 @@ def run_sweep(
 
     def measure(spec: CellSpec, rep: int, ids: list[int], warm: bool) -> Trace:
         nonlocal finished
-        settings = spec.settings(base, request.seed + rep)
+        settings = spec.settings(base, request.sampling.seed + rep)
         if warm:
             settings = replace(settings, max_tokens=min(16, request.max_tokens))
         trace = Trace(spec.label, list(run_strategy(spec.strategy, models, ids, settings)))

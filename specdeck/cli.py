@@ -15,9 +15,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
-from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
+from specdeck.engines.config import (
+    MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling, field_default,
+)
 from specdeck.engines.errors import ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
+from specdeck.engines.requests import CompareRequest
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
@@ -26,6 +29,9 @@ EXIT_USAGE = 2
 EXIT_RUN_FAILED = 1
 #: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+
+#: The option defaults, from the dataclasses the options fill (written once, there).
+SETTINGS, SAMPLING = DecodeSettings(), Sampling()
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
@@ -43,26 +49,31 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--prompt", required=True,
                    help="prompt text, a prompt file, or a folder or JSONL file holding one")
-    p.add_argument("-k", "--num-draft-tokens", type=int, default=2,
-                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default 2)")
-    p.add_argument("--depth", type=int, default=1,
-                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH} (default 1)")
-    p.add_argument("--ngram", type=int, default=3,
-                   help="prompt lookup: tokens to match (default 3)")
-    p.add_argument("--ngram-k", type=int, default=4,
+    p.add_argument("-k", "--num-draft-tokens", type=int, default=SETTINGS.num_draft_tokens,
+                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default %(default)s)")
+    p.add_argument("--depth", type=int, default=SETTINGS.mtp_depth,
+                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH} (default %(default)s)")
+    p.add_argument("--ngram", type=int, default=SETTINGS.ngram_n,
+                   help="prompt lookup: tokens to match (default %(default)s)")
+    p.add_argument("--ngram-k", type=int, default=SETTINGS.ngram_k,
                    help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS} "
-                   "(default 4)")
-    p.add_argument("--max-tokens", type=int, default=256)
-    p.add_argument("--temp", type=float, default=0.0, help="temperature; 0 is greedy")
-    p.add_argument("--top-p", type=float, default=1.0)
-    p.add_argument("--top-k", type=int, default=0)
-    p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--max-kv-size", type=int, help="bound the KV cache (rotating window)")
-    p.add_argument("--alternatives", type=int, default=0,
+                   "(default %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=SETTINGS.max_tokens,
+                   help="tokens to generate at most (default %(default)s)")
+    p.add_argument("--temp", type=float, default=SAMPLING.temperature,
+                   help="temperature; 0 is greedy (default %(default)s)")
+    p.add_argument("--top-p", type=float, default=SAMPLING.top_p)
+    p.add_argument("--top-k", type=int, default=SAMPLING.top_k)
+    p.add_argument("--min-p", type=float, default=SAMPLING.min_p)
+    p.add_argument("--seed", type=int, default=SAMPLING.seed)
+    p.add_argument("--max-kv-size", type=int, default=SETTINGS.max_kv_size,
+                   help="bound the KV cache (rotating window)")
+    p.add_argument("--alternatives", type=int, default=SETTINGS.alternatives,
                    help="record the target's top-N alternatives at each position")
-    p.add_argument("--warmup-tokens", type=int, default=8,
-                   help="tokens of the untimed warm-up run per strategy (0: none)")
+    p.add_argument("--warmup-tokens", type=int,
+                   default=field_default(CompareRequest, "warmup_tokens"),
+                   help="tokens of the untimed warm-up run per strategy (0: none; "
+                   "default %(default)s)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens")
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory "
@@ -114,7 +125,6 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
-    from specdeck.engines.requests import CompareRequest
     from specdeck.engines.demo import default_models
     from specdeck.prompts import read_prompt
     from specdeck.engines.machine import describe_machine
@@ -212,14 +222,13 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
 
 def cmd_playground(args: argparse.Namespace) -> int:
     """``specdeck`` alone: plain, draft and MTP on the demo models and the default prompt."""
-    from specdeck.engines.requests import CompareRequest
     from specdeck.engines.demo import require_demo_models
     from specdeck.prompts import get_prompt
 
     target, draft = require_demo_models()
     request = CompareRequest(
         target=target, draft=draft, strategies=["plain", "draft", "mtp"],
-        prompt=get_prompt().text, settings=DecodeSettings(max_tokens=200),
+        prompt=get_prompt().text,
     )
     return open_playground(request)
 

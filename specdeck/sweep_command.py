@@ -8,10 +8,20 @@ import argparse
 import sys
 from pathlib import Path
 
-from specdeck.engines.errors import SettingsError
+from specdeck.engines.config import Sampling, field_default
 from specdeck.engines.formatting import plural
+from specdeck.engines.requests import SweepRequest
 
 DEFAULT_PROMPTS = ("code", "prose")
+
+
+def _default(name: str):
+    """A default of the sweep request (each is written once, there)."""
+    return field_default(SweepRequest, name)
+
+
+def _listed(name: str) -> str:
+    return ",".join(f"{v:g}" for v in _default(name))
 
 
 def _ints(value: str) -> list[int]:
@@ -35,24 +45,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--draft", help="draft model (for sweeping the draft strategy; default "
                    "with the demo target: the demo draft)")
     p.add_argument("--mtp-model", help="model whose MTP head drafts (default: the target)")
-    p.add_argument("--strategies", default="draft",
-                   help="comma-separated speculative strategies to sweep: draft, mtp, ngram")
-    p.add_argument("-k", "--num-draft-tokens", type=_ints, default=[1, 2, 4, 8, 16],
-                   help="k values for draft (and ngram): default 1,2,4,8,16")
-    p.add_argument("--depth", type=_ints, default=[1, 2, 3], help="MTP depths: default 1,2,3")
-    p.add_argument("--ngram", type=_ints, default=[3], help="n-gram match lengths: default 3")
-    p.add_argument("--temp", type=_floats, default=[0.0], help="temperatures: default 0")
-    p.add_argument("--reps", type=int, default=5, help="timed repetitions per cell")
-    p.add_argument("--warmup", type=int, default=1, help="untimed warm-up runs per cell")
-    p.add_argument("--max-tokens", type=int, default=128)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--strategies", default=",".join(_default("strategies")),
+                   help="comma-separated speculative strategies to sweep: draft, mtp, ngram "
+                   "(default %(default)s)")
+    p.add_argument("-k", "--num-draft-tokens", type=_ints, default=_default("ks"),
+                   help=f"k values for draft (and ngram): default {_listed('ks')}")
+    p.add_argument("--depth", type=_ints, default=_default("depths"),
+                   help=f"MTP depths: default {_listed('depths')}")
+    p.add_argument("--ngram", type=_ints, default=_default("ngram_ns"),
+                   help=f"n-gram match lengths: default {_listed('ngram_ns')}")
+    p.add_argument("--temp", type=_floats, default=_default("temperatures"),
+                   help=f"temperatures: default {_listed('temperatures')}")
+    p.add_argument("--reps", type=int, default=_default("reps"),
+                   help="timed repetitions per cell (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=_default("warmup"),
+                   help="untimed warm-up runs per cell (default %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=_default("max_tokens"),
+                   help="tokens per run (default %(default)s)")
+    p.add_argument("--seed", type=int, default=Sampling().seed,
+                   help="seed of each cell's first repetition; repetition r adds r "
+                   "(default %(default)s)")
     p.add_argument("--prompt", action="append",
                    help="prompt text, a prompt file, a folder of prompts or a JSONL file "
                    "(repeatable; default: the built-in code and prose prompts)")
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory")
-    p.add_argument("--noisy-cv", type=float, default=0.05,
-                   help="flag cells whose robust CV exceeds this (default 0.05)")
+    p.add_argument("--noisy-cv", type=float, default=_default("noisy_cv"),
+                   help="flag cells whose robust CV exceeds this (default %(default)s)")
     p.add_argument("--json", type=Path, help="write the sweep here (default: sessions/)")
     p.add_argument("--chart", type=Path, help="write the chart SVG here (default: beside the JSON)")
 
@@ -97,10 +116,8 @@ def run(args: argparse.Namespace) -> int:
 
     import orjson
 
-    from specdeck.engines.config import Sampling
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
-    from specdeck.engines.requests import SweepRequest
     from specdeck.engines.sweep import SweepProgress, recommendations, run_sweep
     from specdeck.chart import speedup_chart_svg
     from specdeck.session import sweep_document, write_atomic
@@ -112,12 +129,10 @@ def run(args: argparse.Namespace) -> int:
         strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
         ks=args.num_draft_tokens, depths=args.depth, ngram_ns=args.ngram,
         temperatures=args.temp, reps=args.reps, warmup=args.warmup,
-        max_tokens=args.max_tokens, seed=args.seed, noisy_cv=args.noisy_cv,
+        max_tokens=args.max_tokens, noisy_cv=args.noisy_cv,
         sampling=Sampling(seed=args.seed),
         strict_memory=args.strict,
     )
-    if "draft" in request.strategies and not request.draft:
-        raise SettingsError("sweeping the draft strategy needs a draft model (--draft PATH)")
     request.validate()
 
     def progress(p: SweepProgress) -> None:

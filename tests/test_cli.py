@@ -115,3 +115,30 @@ def test_hub_id_offline_says_so(tmp_path) -> None:
         timeout=300,
     )
     one_line_error(result, "mlx-community/not-a-real-model-xyz", "Hugging Face hub", "local")
+
+
+def test_option_defaults_are_the_dataclasses_defaults() -> None:
+    from specdeck.cli import build_parser, settings_from
+    from specdeck.engines.config import DecodeSettings
+    from specdeck.engines.requests import CompareRequest, SweepRequest
+
+    parser = build_parser()
+    compare = parser.parse_args(["compare", "--prompt", "p"])
+    assert settings_from(compare) == DecodeSettings()
+    assert compare.warmup_tokens == CompareRequest("t", ["plain"], "p").warmup_tokens
+    sweep = parser.parse_args(["sweep"])
+    defaults = SweepRequest(target="t", prompts=[])
+    assert (sweep.num_draft_tokens, sweep.depth, sweep.ngram, sweep.temp) == (
+        defaults.ks, defaults.depths, defaults.ngram_ns, defaults.temperatures)
+    assert (sweep.reps, sweep.warmup, sweep.max_tokens, sweep.noisy_cv, sweep.seed) == (
+        defaults.reps, defaults.warmup, defaults.max_tokens, defaults.noisy_cv,
+        defaults.sampling.seed)
+    assert sweep.strategies.split(",") == defaults.strategies
+
+
+def test_a_draft_strategy_without_a_draft_model_is_refused_alike(tmp_path, capsys) -> None:
+    args = ["--target", str(tmp_path), "--prompt", "p"]
+    assert main(["compare", "--headless", "--strategies", "draft", *args]) == 2
+    assert main(["sweep", "--strategies", "draft", *args]) == 2
+    errors = capsys.readouterr().err.strip().splitlines()
+    assert errors == ["specdeck: error: the draft strategy needs a draft model (--draft PATH)"] * 2
