@@ -127,9 +127,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
     from specdeck.engines.demo import default_models
     from specdeck.prompts import read_prompt
-    from specdeck.engines.machine import describe_machine
-    from specdeck.session import build_document, compare_config, save_document
-    from specdeck.session_store import autosave
+    from specdeck.session import result_document, save_document
+    from specdeck.session_store import save_result
 
     target, draft = default_models(args.target, args.draft)
     request = CompareRequest(
@@ -156,9 +155,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if stop.is_set() and not result.traces:
         progress("interrupted before any strategy ran: nothing to save")
         return EXIT_INTERRUPTED
-    document = build_document(compare_config(result), describe_machine(), result.traces)
-    if not args.no_save:
-        saved = autosave(document, args.sessions_dir)
+    if args.no_save:
+        document = result_document(result)
+    else:
+        saved, document = save_result(result, args.sessions_dir)
         progress(f"saved {saved}" + (" (partial)" if document["partial"] else ""))
     if args.json:
         save_document(args.json, document)

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from specdeck.engines.errors import ModelError, SettingsError
 from specdeck.engines.events import Event
+from specdeck.engines.requests import CompareRequest
 from specdeck.batcher import Batch, EventBatcher
 
-if TYPE_CHECKING:
-    from specdeck.engines.compare import CompareResult
-    from specdeck.engines.requests import CompareRequest
+if TYPE_CHECKING:  # loading imports mlx; only the engine (process or thread) loads it
     from specdeck.engines.loading import ModelStore
 
 
@@ -88,7 +87,7 @@ class RunCommand:
     ``save`` is false (None: the default sessions folder)."""
 
     run_id: int
-    request: "CompareRequest"
+    request: CompareRequest
     save: bool = True
     sessions_dir: str | None = None
 
@@ -100,6 +99,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
               cancelled: Callable[[], bool], clock: Callable[[], float]) -> None:
     """Run one comparison, sending its events in batches and a ``RunEnded`` last."""
     from specdeck.engines.compare import run_compare
+    from specdeck.session_store import save_result
 
     run_id, request = command.run_id, command.request
     batcher = EventBatcher(lambda batch: send(EventBatch(run_id, batch)))
@@ -122,23 +122,14 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
             cancelled=cancelled, clock=clock,
         )
         if command.save and result.traces:
-            saved = str(_save(result, command.sessions_dir))
+            directory = Path(command.sessions_dir) if command.sessions_dir else None
+            saved = str(save_result(result, directory)[0])
     except (SettingsError, ModelError) as exc:
         error = str(exc)
     except Exception as exc:  # shown in the app, which stays usable
         error = f"{type(exc).__name__}: {exc}"
     batcher.flush()
     send(RunEnded(run_id, error, saved))
-
-
-def _save(result: "CompareResult", sessions_dir: str | None) -> Path:
-    """Save a measured (or cancelled: partial) run, as ``specdeck compare`` does."""
-    from specdeck.engines.machine import describe_machine
-    from specdeck.session import build_document, compare_config
-    from specdeck.session_store import autosave
-
-    document = build_document(compare_config(result), describe_machine(), result.traces)
-    return autosave(document, Path(sessions_dir) if sessions_dir else None)
 
 
 def serve(receive: Callable[[], RunCommand | None], send: Callable[[EngineMessage], None],

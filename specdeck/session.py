@@ -1,7 +1,8 @@
-"""The session document: one JSON file per run, readable without mlx.
+"""specdeck's documents: one JSON file per comparison (a session) or sweep, built and
+saved here with one schema version, and read back without mlx.
 
-The same document is what ``specdeck compare --headless --json`` writes, so scripts,
-replay and diff read one format. Top level: ``schema_version``, ``kind``, ``created``,
+The same session document is what ``specdeck compare --headless --json`` writes, so
+scripts, replay and diff read one format. Top level: ``schema_version``, ``kind``, ``created``,
 ``partial``, ``config``, ``machine`` and ``strategies``, which maps each strategy name to
 its ``tokens``, ``text``, ``prefill``, ``rounds``, ``done`` and ``stats``. The JSON Schema
 ``session.schema.json`` next to this module describes it for other tools.
@@ -29,6 +30,7 @@ from specdeck.engines.requests import SweepRequest
 from specdeck.engines.stats import Stats, compute_stats, speedup
 from specdeck.session_check import SessionError, check_trace
 
+#: The version of both documents (a session and a sweep); ``MIGRATIONS`` upgrades older ones.
 SCHEMA_VERSION = 1
 #: The JSON Schema of the document (shipped as package data, for other tools and tests).
 SCHEMA_PATH = Path(__file__).with_name("session.schema.json")
@@ -107,6 +109,14 @@ def compare_config(result: Any) -> dict:
     }
 
 
+def result_document(result: Any) -> dict:
+    """A measured (or cancelled: partial) comparison (``engines.compare.CompareResult``)
+    as a session document, with the machine it ran on."""
+    from specdeck.engines.machine import describe_machine
+
+    return build_document(compare_config(result), describe_machine(), result.traces)
+
+
 def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dict:
     """A whole comparison as a session document."""
     stats = strategy_stats(traces)
@@ -129,7 +139,7 @@ def sweep_document(request: SweepRequest, cells: list[Any], recommendations: lis
     config = asdict(request)
     config["prompts"] = [asdict(p) for p in request.prompts]
     return {
-        "schema_version": 1,
+        "schema_version": SCHEMA_VERSION,
         "kind": "sweep",
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "partial": not complete,

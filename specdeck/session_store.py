@@ -7,8 +7,11 @@ import os
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
-from specdeck.session import SessionError, migrate, parse_document, save_document
+from specdeck.session import (
+    SessionError, migrate, parse_document, result_document, save_document,
+)
 
 SUFFIX = ".json"
 
@@ -20,20 +23,23 @@ def default_sessions_dir() -> Path:
 
 
 def session_filename(document: dict) -> str:
-    """``20261129-101711_plain-draft.json`` (``_partial`` before the suffix when cut short):
-    sorts by time, and says what ran."""
+    """``20261129-101711_plain-draft.json`` (``_partial`` before the suffix when cut short),
+    ``sweep-20261129-101711.json`` for a sweep: sorts by time, and says what ran."""
     try:
         created = datetime.fromisoformat(document["created"])
         stamp = created.strftime("%Y%m%d-%H%M%S")
     except (KeyError, TypeError, ValueError):
         stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    partial = "_partial" if document.get("partial") else ""
+    if document.get("kind") == "sweep":
+        return f"sweep-{stamp}{partial}{SUFFIX}"
     names = "-".join(document.get("strategies", {})) or "empty"
-    return f"{stamp}_{names}{'_partial' if document.get('partial') else ''}{SUFFIX}"
+    return f"{stamp}_{names}{partial}{SUFFIX}"
 
 
 def autosave(document: dict, directory: Path | None = None) -> Path:
-    """Save a run under ``directory`` (default: ``default_sessions_dir()``) with a fresh
-    name, never over another file."""
+    """Save a run or a sweep under ``directory`` (default: ``default_sessions_dir()``) with
+    a fresh name, never over another file."""
     directory = Path(directory) if directory is not None else default_sessions_dir()
     base = session_filename(document)
     path = directory / base
@@ -43,6 +49,13 @@ def autosave(document: dict, directory: Path | None = None) -> Path:
         n += 1
     save_document(path, document)
     return path
+
+
+def save_result(result: Any, directory: Path | None = None) -> tuple[Path, dict]:
+    """Save a measured (or cancelled: partial) comparison as a session, as ``specdeck
+    compare`` and the app's engine process both do; returns where, and the document."""
+    document = result_document(result)
+    return autosave(document, directory), document
 
 
 @dataclass

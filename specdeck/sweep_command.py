@@ -72,7 +72,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="refuse to run when the memory estimate exceeds free memory")
     p.add_argument("--noisy-cv", type=float, default=_default("noisy_cv"),
                    help="flag cells whose robust CV exceeds this (default %(default)s)")
-    p.add_argument("--json", type=Path, help="write the sweep here (default: sessions/)")
+    p.add_argument("--json", type=Path, help="write the sweep here (default: into "
+                   "$SPECDECK_SESSIONS_DIR, else sessions/)")
     p.add_argument("--chart", type=Path, help="write the chart SVG here (default: beside the JSON)")
 
 
@@ -112,15 +113,12 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from datetime import datetime
-
-    import orjson
-
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
     from specdeck.engines.sweep import SweepProgress, recommendations, run_sweep
     from specdeck.chart import speedup_chart_svg
-    from specdeck.session import sweep_document, write_atomic
+    from specdeck.session import save_document, sweep_document, write_atomic
+    from specdeck.session_store import autosave
 
     target, draft = default_models(args.target, args.draft)
     request = SweepRequest(
@@ -149,8 +147,11 @@ def run(args: argparse.Namespace) -> int:
         message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
     document = sweep_document(request, cells, recommendations(cells), complete,
                               describe_machine())
-    out = args.json or Path("sessions") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.json"
-    write_atomic(out, orjson.dumps(document, option=orjson.OPT_INDENT_2))
+    if args.json:
+        out = args.json
+        save_document(out, document)
+    else:
+        out = autosave(document)
     chart = args.chart or out.with_suffix(".svg")
     write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
     print_sweep(document["cells"], document["recommendations"])

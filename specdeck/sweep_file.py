@@ -1,7 +1,8 @@
 """A saved sweep (``specdeck sweep``'s JSON, kind ``"sweep"``): loaded and checked without
 mlx, and its cells as the rows of a table, for ``specdeck replay`` and the app's sweep view.
 
-The document is ``specdeck.session.sweep_document``'s: ``schema_version``, ``kind``,
+The document is ``specdeck.session.sweep_document``'s (schema ``SCHEMA_VERSION``, as a
+session's): ``schema_version``, ``kind``,
 ``created``, ``partial``, ``config``, ``machine``, ``cells`` (one measured cell each) and
 ``recommendations``. Reading the file shares the session loader's errors (a missing,
 empty, truncated or non-JSON file ends in one line naming it).
@@ -15,9 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from specdeck.engines.formatting import MISSING, byte_size
-from specdeck.session import SessionError, read_document
-
-SWEEP_SCHEMA_VERSION = 1
+from specdeck.session import SCHEMA_VERSION, SessionError, read_document
 
 _NUMBER = (int, float)
 #: Cell fields the table, the chart and the recommendations read, with their JSON types.
@@ -79,9 +78,9 @@ def sweep_from_document(document: Any, path: Path | None = None) -> Sweep:
     version = document.get("schema_version")
     if type(version) is not int:
         raise fail("schema_version must be a whole number")
-    if version > SWEEP_SCHEMA_VERSION:
+    if version > SCHEMA_VERSION:
         raise fail(f"written by a newer specdeck (sweep schema {version}); this one reads "
-                   f"up to {SWEEP_SCHEMA_VERSION}: upgrade specdeck")
+                   f"up to {SCHEMA_VERSION}: upgrade specdeck")
     cells, lines = document.get("cells"), document.get("recommendations", [])
     if type(cells) is not list:
         raise fail("cells must be a list")

@@ -135,3 +135,19 @@ def test_sweep_reports_a_mismatch_as_a_correctness_failure(tiny_family, tmp_path
     assert cells[1]["why"].startswith("output differs")
     assert series_of(cells) == {}  # a failed cell is not plotted
     assert "polyline" not in speedup_chart_svg(cells)
+
+
+def test_a_sweep_without_json_is_saved_with_the_sessions(tmp_path, monkeypatch, capsys) -> None:
+    from specdeck.session import SCHEMA_VERSION
+    from specdeck.sweep_file import load_sweep
+
+    monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path))
+    monkeypatch.setattr(engines.sweep, "run_sweep", lambda request, **kw: ([], False))
+    assert main(["sweep", "--target", "t", "--draft", "d", "--prompt", "p"]) == 0
+    saved = sorted(tmp_path.glob("sweep-*_partial.json"))
+    assert len(saved) == 1 and saved[0].with_suffix(".svg").is_file()
+    sweep = load_sweep(saved[0])
+    assert sweep.partial and sweep.cells == []
+    assert orjson.loads(saved[0].read_bytes())["schema_version"] == SCHEMA_VERSION
+    assert sweep.config["sampling"]["seed"] == 0 and "seed" not in sweep.config
+    assert f"wrote {saved[0]}" in capsys.readouterr().err
