@@ -98,15 +98,6 @@ Event = Union[Prefill, Round, Done]
 EVENT_TYPES: dict[str, type] = {"prefill": Prefill, "round": Round, "done": Done}
 
 
-def event_from_dict(data: dict) -> Event:
-    """Rebuild an event from its dictionary form (as saved in a session)."""
-    kind = data.get("type")
-    cls = EVENT_TYPES.get(kind)  # type: ignore[arg-type]
-    if cls is None:
-        raise ValueError(f"unknown event type {kind!r}")
-    return cls(**data)
-
-
 @dataclass(slots=True)
 class Trace:
     """Every event of one strategy's run, with the generated tokens and text."""

@@ -91,11 +91,6 @@ class CellSpec:
             return f"ngram n={self.n} k={self.k}"
         return self.strategy
 
-    @property
-    def drafts(self) -> int | None:
-        """The x axis of the sweep chart: drafts per round."""
-        return self.depth if self.strategy == "mtp" else self.k
-
     def settings(self, base: DecodeSettings, seed: int) -> DecodeSettings:
         changes: dict = {"sampling": replace(base.sampling, temperature=self.temperature, seed=seed)}
         if self.strategy == "draft":

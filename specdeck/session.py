@@ -256,11 +256,6 @@ def session_from_document(document: Any, path: Path | None = None) -> Session:
     )
 
 
-def document_traces(document: dict) -> dict[str, Trace]:
-    """Each strategy's events, rebuilt (and checked) from a document."""
-    return session_from_document(document).traces
-
-
 def parse_document(data: bytes, source: str = "session") -> Any:
     """Bytes to a JSON value, telling a truncated file from one that is not JSON."""
     if not data.strip():
