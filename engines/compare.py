@@ -15,7 +15,7 @@ from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.events import Event, Trace
 from specdeck.engines.catalog import ModelInfo, describe_dir
-from specdeck.engines.loading import ModelStore, check_pair, load_tokenizer, resolve
+from specdeck.engines.loading import ModelStore, check_pair
 from specdeck.engines.memory import (
     MemoryEstimate, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
@@ -43,25 +43,90 @@ def encode_prompt(tokenizer: Any, text: str, chat: bool | None = None) -> list[i
     return ids
 
 
+#: The target, draft and MTP model a request uses, described from their files.
+Described = tuple[ModelInfo, ModelInfo | None, ModelInfo | None]
+
+
+@dataclass
+class Prepared:
+    """What a request needs before any weights load, each found or read once: its models
+    described from their folders, the prompt's tokens and the memory estimates."""
+
+    models: Described
+    prompt: list[int]
+    #: Each strategy's estimated peak memory; None while a model's weights are not on disk.
+    estimates: dict[str, MemoryEstimate] | None
+
+
+def describe_models(request: CompareRequest, store: ModelStore) -> Described:
+    """The target, draft and MTP model the request uses, from their files."""
+    target = describe_dir(store.resolve(request.target, request.revision), name=request.target)
+    draft = mtp = None
+    if NEEDS_DRAFT & set(request.strategies) and request.draft:
+        draft = describe_dir(store.resolve(request.draft), name=request.draft)
+    if "mtp" in request.strategies:
+        mtp = describe_dir(store.resolve(request.mtp_model), name=request.mtp_model) \
+            if request.mtp_model else target
+    return target, draft, mtp
+
+
+def estimate_memory(
+    request: CompareRequest, prompt_tokens: int, described: Described,
+) -> dict[str, MemoryEstimate] | None:
+    """Each strategy's peak memory, from the model files alone; None while a model's
+    weights are not on disk (a hub id fetched only for its config and tokenizer)."""
+    target, draft, mtp = described
+    if not all(m.weights_present for m in described if m is not None):
+        return None
+    return estimate_comparison(
+        request.strategies, target, request.settings, prompt_tokens,
+        draft=draft, mtp=mtp, upcast=cpu_backend(),
+    )
+
+
+def prepare(
+    request: CompareRequest, store: ModelStore,
+    progress: Callable[[str], None] = lambda _: None,
+) -> Prepared:
+    """Everything before loading: refuse a draft or MTP model whose tokenizer differs
+    from the target's, tokenize the prompt, estimate memory and warn through
+    ``progress`` when it does not fit (refuse, ModelError, under ``strict_memory``)."""
+    target, draft, mtp = described = describe_models(request, store)
+    tokenizer = store.tokenizer(target.path, request.revision)
+    for role, source, info in (("draft", request.draft, draft), ("MTP", request.mtp_model, mtp)):
+        if source and info is not None:
+            progress(f"checking that {source} shares {request.target}'s tokenizer")
+            check_pair(request.target, source, tokenizer, store.tokenizer(info.path), role)
+    prompt = encode_prompt(tokenizer, request.prompt, request.chat)
+    estimates = estimate_memory(request, len(prompt), described)
+    if estimates is None:
+        progress("memory not estimated: a model's weights are not downloaded yet")
+    else:
+        upcast = cpu_backend()
+        resident = sum(
+            weight_bytes(m, upcast) for m in {m.path: m for m in described if m}.values()
+            if store.holds(m.path, request.revision if m.name == request.target else None)
+        )
+        warning = check_headroom(list(estimates.values()), resident, request.strict_memory)
+        if warning:
+            progress(f"warning: {warning}")
+    return Prepared(described, prompt, estimates)
+
+
 def load_models(
     request: CompareRequest,
     store: ModelStore,
     progress: Callable[[str], None] = lambda _: None,
+    prepared: Prepared | None = None,
 ) -> Models:
-    """Load what the request needs, each model once, refusing mismatched pairs early."""
-    needs_draft = bool(NEEDS_DRAFT & set(request.strategies))
-    needs_mtp = "mtp" in request.strategies
-    if needs_draft and request.draft:
-        progress(f"checking that {request.draft} shares {request.target}'s tokenizer")
-        check_pair(request.target, request.draft, request.revision)
-    if needs_mtp and request.mtp_model:
-        progress(f"checking that {request.mtp_model} shares {request.target}'s tokenizer")
-        check_pair(request.target, request.mtp_model, request.revision, role="MTP")
-    check_memory(request, store, progress)
+    """Load what the request needs, each model once, after ``prepare`` (its checks run
+    before any weights are read; done here unless given)."""
+    if prepared is None:
+        prepare(request, store, progress)
     progress(f"loading {request.target}")
     target = store.get(request.target, request.revision)
     mtp = None
-    if needs_mtp:
+    if "mtp" in request.strategies:
         if request.mtp_model:
             progress(f"loading {request.mtp_model}")
             mtp_source = store.get(request.mtp_model)
@@ -70,59 +135,10 @@ def load_models(
         progress(f"loading the MTP head of {mtp_source.name}")
         mtp = load_mtp(mtp_source)
     draft = None
-    if needs_draft and request.draft:
+    if NEEDS_DRAFT & set(request.strategies) and request.draft:
         progress(f"loading {request.draft}")
         draft = store.get(request.draft)
     return Models(target=target, draft=draft, mtp=mtp)
-
-
-def _described(request: CompareRequest) -> tuple[ModelInfo, ModelInfo | None, ModelInfo | None]:
-    """The target, draft and MTP model the request uses, described from their files."""
-    target = describe_dir(resolve(request.target, request.revision), name=request.target)
-    draft = mtp = None
-    if NEEDS_DRAFT & set(request.strategies) and request.draft:
-        draft = describe_dir(resolve(request.draft), name=request.draft)
-    if "mtp" in request.strategies:
-        mtp = describe_dir(resolve(request.mtp_model), name=request.mtp_model) \
-            if request.mtp_model else target
-    return target, draft, mtp
-
-
-def estimate_memory(
-    request: CompareRequest, prompt_tokens: int,
-    described: tuple[ModelInfo, ModelInfo | None, ModelInfo | None] | None = None,
-) -> dict[str, MemoryEstimate] | None:
-    """Each strategy's peak memory, from the model files alone; None while a model's
-    weights are not on disk (a hub id fetched only for its config and tokenizer)."""
-    target, draft, mtp = described or _described(request)
-    if not all(m.weights_present for m in (target, draft, mtp) if m is not None):
-        return None
-    return estimate_comparison(
-        request.strategies, target, request.settings, prompt_tokens,
-        draft=draft, mtp=mtp, upcast=cpu_backend(),
-    )
-
-
-def check_memory(
-    request: CompareRequest, store: ModelStore, progress: Callable[[str], None]
-) -> None:
-    """Before loading: warn through ``progress`` when the largest estimate does not fit
-    in free memory, or refuse (ModelError) under ``request.strict_memory``."""
-    tokenizer = load_tokenizer(resolve(request.target, request.revision))
-    prompt = len(encode_prompt(tokenizer, request.prompt, request.chat))
-    described = _described(request)
-    estimates = estimate_memory(request, prompt, described)
-    if estimates is None:
-        progress("memory not estimated: a model's weights are not downloaded yet")
-        return
-    upcast = cpu_backend()
-    resident = sum(
-        weight_bytes(m, upcast) for m in {m.path: m for m in described if m}.values()
-        if store.holds(m.path, request.revision if m.name == request.target else None)
-    )
-    warning = check_headroom(list(estimates.values()), resident, request.strict_memory)
-    if warning:
-        progress(f"warning: {warning}")
 
 
 @dataclass
@@ -143,14 +159,18 @@ def run_compare(
     cancelled: Callable[[], bool] = lambda: False,
     clock: Clock = time.perf_counter,
     on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda estimates: None,
+    on_loaded: Callable[[Models], None] = lambda models: None,
 ) -> CompareResult:
     """Warm up and measure each strategy in turn; stop early (keeping what ran) when
-    ``cancelled`` turns true."""
+    ``cancelled`` turns true. ``on_estimates`` hears the memory estimates before any
+    weights load, ``on_loaded`` the models once they have."""
     request.validate()
-    models = load_models(request, store or ModelStore(), progress)
-    prompt = encode_prompt(models.target.tokenizer, request.prompt, request.chat)
-    estimates = estimate_memory(request, len(prompt))
-    on_estimates(estimates)  # before any strategy runs: the app shows them beside the peaks
+    store = store or ModelStore()
+    prepared = prepare(request, store, progress)
+    on_estimates(prepared.estimates)  # the app shows them beside the measured peaks
+    models = load_models(request, store, progress, prepared)
+    on_loaded(models)
+    prompt, estimates = prepared.prompt, prepared.estimates
     traces: dict[str, Trace] = {}
     for name in request.strategies:
         if cancelled():

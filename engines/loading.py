@@ -102,13 +102,11 @@ def vocabulary_mismatch(a: Any, b: Any) -> str | None:
 
 
 def check_pair(
-    target: str, draft: str, revision: str | None = None, role: str = "draft"
+    target: str, draft: str, target_tokenizer: Any, draft_tokenizer: Any, role: str = "draft"
 ) -> None:
-    """Refuse a ``role`` model (the draft, the MTP model) that does not share the target's
-    tokenizer, before loading weights."""
-    reason = vocabulary_mismatch(
-        load_tokenizer(resolve(target, revision)), load_tokenizer(resolve(draft))
-    )
+    """Refuse a ``role`` model (the draft, the MTP model) named ``draft`` that does not
+    share the tokenizer of the target named ``target``, before loading weights."""
+    reason = vocabulary_mismatch(target_tokenizer, draft_tokenizer)
     if reason:
         raise ModelError(
             f"the {role} model {draft} does not use the target {target}'s tokenizer: "
@@ -136,17 +134,48 @@ def prefer_fast_dtype(model: nn.Module) -> bool:
 
 @dataclass
 class ModelStore:
-    """Loads each model once, however many strategies use it."""
+    """Finds, reads and loads each model once, however many strategies and runs use it."""
 
     _loaded: dict[tuple[str, str | None], LoadedModel] = field(default_factory=dict)
+    #: Where each (source, revision) was found: a hub id asks the hub once, not per call.
+    _paths: dict[tuple[str, str | None], Path] = field(default_factory=dict)
+    #: Tokenizers read from a folder before (or without) its model being loaded.
+    _tokenizers: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
+    def resolve(self, source: str, revision: str | None = None) -> Path:
+        """``resolve(source, revision)``, once per store."""
+        key = (source, revision)
+        with self._lock:
+            path = self._paths.get(key)
+        if path is None:
+            path = resolve(source, revision)
+            with self._lock:
+                self._paths[key] = path
+        return path
+
+    def tokenizer(self, path: Path, revision: str | None = None) -> Any:
+        """The tokenizer in the resolved folder ``path``: the loaded model's when it is
+        loaded, else read from the files once."""
+        key = str(path.resolve())
+        with self._lock:
+            loaded = self._loaded.get((key, revision))
+            if loaded is not None:
+                return loaded.tokenizer
+            tokenizer = self._tokenizers.get(key)
+        if tokenizer is None:
+            tokenizer = load_tokenizer(path)
+            with self._lock:
+                self._tokenizers[key] = tokenizer
+        return tokenizer
+
     def get(self, source: str, revision: str | None = None) -> LoadedModel:
-        path = resolve(source, revision)
+        path = self.resolve(source, revision)
         key = (str(path.resolve()), revision)
         with self._lock:
             if key not in self._loaded:
                 self._loaded[key] = self._load(source, path, revision)
+                self._tokenizers.pop(key[0], None)  # the model's own serves from now on
             return self._loaded[key]
 
     def holds(self, path: Path, revision: str | None = None) -> bool:

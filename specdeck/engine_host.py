@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from specdeck.engines.errors import ModelError, SettingsError
-from specdeck.engines.events import Event
 from specdeck.engines.requests import CompareRequest
 from specdeck.batcher import Batch, EventBatcher
 
@@ -103,22 +102,14 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
 
     run_id, request = command.run_id, command.request
     batcher = EventBatcher(lambda batch: send(EventBatch(run_id, batch)))
-    announced = False
-
-    def on_event(name: str, event: Event) -> None:
-        nonlocal announced
-        if not announced:  # the first event: the target is loaded
-            announced = True
-            send(TargetLoaded(run_id, str(store.get(request.target, request.revision).path)))
-        batcher.add(name, event)
-
     error = saved = None
     try:
         result = run_compare(
-            request, store, on_event=on_event,
+            request, store, on_event=batcher.add,
             progress=lambda text: send(Progress(run_id, text)),
             on_estimates=lambda estimates: send(Estimates(run_id, {
                 name: e.total for name, e in (estimates or {}).items()})),
+            on_loaded=lambda models: send(TargetLoaded(run_id, str(models.target.path))),
             cancelled=cancelled, clock=clock,
         )
         if command.save and result.traces:

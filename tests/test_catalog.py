@@ -257,3 +257,26 @@ def test_mtp_head_lookup_mirrors_mlx_optiq(tmp_path, names):
     expected = artifacts.expected_mtp_file(tmp_path, config)
     assert found == (expected if expected.exists() else None)
     assert set(catalog.MTP_KEY_PREFIXES) == set(artifacts.MTP_KEY_PREFIXES)
+
+
+def test_a_hub_id_asks_the_hub_once_per_store(hub_cache, no_network, monkeypatch) -> None:
+    import huggingface_hub
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(hub_cache))
+    monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
+    calls = []
+    real = huggingface_hub.snapshot_download
+
+    def counting(*args, **kwargs):
+        calls.append(args[0] if args else kwargs.get("repo_id"))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(huggingface_hub, "snapshot_download", counting)
+    store = ModelStore()
+    model = store.get(f"{ORG}/llama-target")
+    assert store.get(f"{ORG}/llama-target") is model
+    assert store.resolve(f"{ORG}/llama-target") == model.path
+    assert store.tokenizer(model.path) is model.tokenizer
+    assert calls == [f"{ORG}/llama-target"]

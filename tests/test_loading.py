@@ -1,8 +1,10 @@
-"""Model loading: each model once, half precision upcast on the CPU backend."""
+"""Model loading: each model found, read and loaded once; half precision upcast on the CPU
+backend."""
 
 from __future__ import annotations
 
 import shutil
+import time
 
 import mlx.core as mx
 import pytest
@@ -42,6 +44,77 @@ def test_vocabularies(tiny_family) -> None:
     assert vocabulary_mismatch(main, load_tokenizer(tiny_family["hybrid_draft"])) is None
     reason = vocabulary_mismatch(main, load_tokenizer(tiny_family["other_tokenizer_model"]))
     assert reason and "tokens differ" in reason
-    check_pair(str(tiny_family["llama_target"]), str(tiny_family["hybrid_draft"]))
+    check_pair("target", "draft", main, load_tokenizer(tiny_family["hybrid_draft"]))
     with pytest.raises(ModelError, match="same model family"):
-        check_pair(str(tiny_family["llama_target"]), str(tiny_family["other_tokenizer_model"]))
+        check_pair("target", "other", main, load_tokenizer(tiny_family["other_tokenizer_model"]))
+
+
+# --- models found, read and loaded once -------------------------------------------------
+
+
+class Counter:
+    """Wraps a function and counts its calls by first argument."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.calls = fn, []
+
+    def __call__(self, *args, **kwargs):
+        self.calls.append(str(args[0]) if args else "")
+        return self.fn(*args, **kwargs)
+
+
+def test_a_comparison_finds_reads_and_loads_each_model_once(tiny_family, monkeypatch) -> None:
+    from specdeck.engines import compare, loading
+    from specdeck.engines.config import DecodeSettings
+    from specdeck.engines.requests import CompareRequest
+
+    counters = {name: Counter(getattr(module, name)) for module, name in (
+        (loading, "resolve"), (loading, "load_tokenizer"), (compare, "describe_dir"),
+        (compare, "encode_prompt"))}
+    for module in (loading, compare):
+        for name, counter in counters.items():
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, counter)
+    loads = Counter(ModelStore._load)
+    monkeypatch.setattr(ModelStore, "_load", staticmethod(loads))
+    target, draft = str(tiny_family["llama_target"]), str(tiny_family["llama_draft"])
+    request = CompareRequest(target=target, draft=draft, prompt="def add(a, b):",
+                             strategies=["plain", "draft", "ngram"], warmup_tokens=2,
+                             settings=DecodeSettings(max_tokens=6))
+    store = ModelStore()
+    loaded = []
+    result = compare.run_compare(request, store, on_loaded=loaded.append)
+    assert len(result.traces) == 3 and loaded == [result.models]
+    assert sorted(counters["resolve"].calls) == sorted([target, draft])
+    assert sorted(counters["describe_dir"].calls) == sorted(
+        str(store.resolve(s)) for s in (target, draft))
+    assert len(counters["load_tokenizer"].calls) == 2  # the pair check, before loading
+    assert len(counters["encode_prompt"].calls) == 1
+    assert sorted(loads.calls) == sorted([target, draft])
+    # A second run on the same store (the app's engine process) finds and loads nothing.
+    for counter in (*counters.values(), loads):
+        counter.calls.clear()
+    compare.run_compare(request, store)
+    assert counters["resolve"].calls == counters["load_tokenizer"].calls == loads.calls == []
+    assert len(counters["encode_prompt"].calls) == 1
+
+
+def test_the_engine_announces_the_target_without_loading_it_again(tiny_family, monkeypatch) -> None:
+    from specdeck.engine_host import EventBatch, RunCommand, RunEnded, TargetLoaded, serve_run
+    from specdeck.engines.config import DecodeSettings
+    from specdeck.engines.requests import CompareRequest
+
+    gets = Counter(ModelStore.get)
+    monkeypatch.setattr(ModelStore, "get", lambda self, *a, **kw: gets(self, *a, **kw))
+    request = CompareRequest(target=str(tiny_family["llama_target"]), strategies=["plain"],
+                             prompt="def add(a, b):", warmup_tokens=0,
+                             settings=DecodeSettings(max_tokens=4))
+    sent = []
+    serve_run(RunCommand(1, request, save=False), ModelStore(), sent.append, lambda: False,
+              time.perf_counter)
+    kinds = [type(m) for m in sent]
+    assert kinds.count(TargetLoaded) == 1 and kinds[-1] is RunEnded and sent[-1].error is None
+    assert kinds.index(TargetLoaded) < kinds.index(EventBatch)
+    announced = sent[kinds.index(TargetLoaded)]
+    assert announced.path == str(tiny_family["llama_target"])
+    assert len(gets.calls) == 1  # the load itself; announcing read nothing again

@@ -204,7 +204,8 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
 @run_async
 async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
     pytest.importorskip("mlx_lm")
-    from specdeck.engines.compare import estimate_memory
+    from specdeck.engines.compare import describe_models, estimate_memory
+    from specdeck.engines.loading import ModelStore
 
     request = CompareRequest(
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
@@ -216,7 +217,8 @@ async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
         await settle(app, pilot)
         assert app.phase == "measured"
         prompt_tokens = app.pane("plain").events[0].prompt_tokens
-        expected = estimate_memory(request, prompt_tokens)
+        expected = estimate_memory(request, prompt_tokens,
+                                   describe_models(request, ModelStore()))
         for name in ("plain", "draft"):
             pane = app.pane(name)
             assert pane.memory_estimate == expected[name].total > 0
