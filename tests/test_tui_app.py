@@ -354,7 +354,7 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
         assert session.strategies == ["plain", "draft"] and not session.partial
         for pane in app.panes:
             assert session.traces[pane.strategy].tokens == Trace(pane.strategy, pane.events).tokens
-        assert str(saved[0]) in app._status_text
+        assert str(saved[0]) in app.status_text
 
     clock = GatedClock(open_calls=60)
     cancelled_dir = tmp_path / "cancelled"

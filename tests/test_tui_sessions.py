@@ -15,7 +15,7 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from specdeck.session import save_document
 from session_helpers import document, make_trace, plain_trace, sample_traces
-from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.app import LiveSource, SpecdeckApp
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
 from tui_support import demo_traces, run_async, settle
@@ -294,12 +294,12 @@ async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, t
         await pilot.press("enter")
         await settle(app, pilot)
         assert [p.border_title for p in app.panes] == ["plain", "draft k=2"]
-        assert app.traces["draft"].tokens == sample_traces()["draft"].tokens
+        assert app.source.traces["draft"].tokens == sample_traces()["draft"].tokens
         assert app.sub_title == "replay: old.json" and app.phase == "racing"
         assert app.focused is app.pane("plain")  # keys reach the app again
         # ] (k + 1) reruns the live comparison: its own panes, no replay left.
         await pilot.press("right_square_bracket")
         await settle(app, pilot)
-        assert app.traces is None and app.sub_title == ""
+        assert isinstance(app.source, LiveSource) and app.sub_title == ""
         assert [p.strategy for p in app.panes] == ["plain", "ngram"]
         assert app.request.settings.num_draft_tokens == 3 and app.phase == "failed"

@@ -8,13 +8,18 @@ clock (``specdeck.playback``), so the eye sees the true relative speed. A saved 
 opens straight into the race. Pausing freezes what the panes show (a live run goes on
 being measured in the background, so its timing stays fair); ``n`` steps the focused pane
 one round at a time and the inspector explains that round.
+
+The panes' events come from a source, ``LiveSource`` (the engine) or ``ReplaySource``
+(saved traces); ``phase``, ``paused``, ``speed`` and ``show_rejected`` are reactive, and
+their watchers keep the race, the panes and the status line in step.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
+from enum import Enum
 from pathlib import Path
 from typing import Any, Callable
 
@@ -22,6 +27,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container
+from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Footer, Header
 
@@ -42,7 +48,7 @@ from specdeck.tui.fixed_text import FixedText
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.legend import Legend
-from specdeck.tui.messages import FromEngine
+from specdeck.tui.messages import DecoderRead, FromEngine
 from specdeck.tui.pane import StrategyPane
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
@@ -75,6 +81,68 @@ def pieces_by_token(traces: dict[str, Trace]) -> dict[int, str]:
     return known
 
 
+class Phase(str, Enum):
+    """Where the app is; a string enum, so it reads (and compares) as its value."""
+
+    IDLE = "idle"
+    LOADING = "loading"
+    RUNNING = "running"
+    MEASURED = "measured"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RACING = "racing"
+    RACED = "raced"
+
+    @property
+    def streaming(self) -> bool:
+        """A run is being measured: its panes follow the engine."""
+        return self in (Phase.LOADING, Phase.RUNNING)
+
+
+@dataclass
+class LiveSource:
+    """The panes show runs the engine measures for ``request``."""
+
+    request: CompareRequest
+
+    @property
+    def strategies(self) -> list[str]:
+        return list(self.request.strategies)
+
+    @property
+    def settings(self) -> DecodeSettings:
+        return self.request.settings
+
+    def token_text(self, token: int) -> str | None:
+        return None  # the target's tokenizer names tokens (``SpecdeckApp.token_text``)
+
+    async def restart(self, app: SpecdeckApp) -> None:
+        await app.start_run()
+
+
+@dataclass
+class ReplaySource:
+    """The panes show saved traces (a session), raced from their own timings."""
+
+    traces: dict[str, Trace]
+    #: The run's settings, which label the panes; None when the session lacks them.
+    settings: DecodeSettings | None = None
+
+    def __post_init__(self) -> None:
+        self._known = pieces_by_token(self.traces)
+
+    @property
+    def strategies(self) -> list[str]:
+        return list(self.traces)
+
+    def token_text(self, token: int) -> str | None:
+        """A token's text as the traces show it (no tokenizer needed)."""
+        return self._known.get(token)
+
+    async def restart(self, app: SpecdeckApp) -> None:
+        app.start_race()
+
+
 class SpecdeckApp(App[None]):
     """Compare strategies live (``request``) or replay saved runs (``traces``)."""
 
@@ -103,6 +171,16 @@ class SpecdeckApp(App[None]):
         Binding("d", "diff_panes", "Diff panes", show=False, id="specdeck.diff_panes"),
         Binding("q", "quit", "Quit", id="specdeck.quit"),
     ]
+
+    #: Where the app is (its watcher stops a race that is left).
+    phase: reactive[Phase] = reactive(Phase.IDLE, init=False)
+    #: The panes hold still (a live run goes on being measured) and ``n`` steps them.
+    paused: reactive[bool] = reactive(False, init=False)
+    #: Race speed (``specdeck.playback.SPEEDS``).
+    speed: reactive[float] = reactive(1.0, init=False)
+    show_rejected: reactive[bool] = reactive(True, init=False)
+    #: The status line's message; the flags after it follow the settings above.
+    status_text: reactive[str] = reactive("", init=False)
 
     def __init__(
         self,
@@ -134,11 +212,13 @@ class SpecdeckApp(App[None]):
             raise ValueError("a model store or an engine clock works in_process only")
         super().__init__()
         if request is not None and request.settings.alternatives < INSPECTOR_ALTERNATIVES:
-            settings = replace(request.settings, alternatives=INSPECTOR_ALTERNATIVES)
-            request = replace(request, settings=settings)
+            request = replace(request, settings=replace(
+                request.settings, alternatives=INSPECTOR_ALTERNATIVES))
+        #: What live runs measure; None where there are none (``specdeck replay``).
         self.request = request
-        self.traces = traces
-        self.replay_settings = settings
+        #: Where the panes' events come from.
+        self.source: LiveSource | ReplaySource = (
+            LiveSource(request) if request is not None else ReplaySource(traces, settings))
         post = lambda message: self.post_message(FromEngine(message))  # noqa: E731
         self._host = ThreadHost(post, store, clock) if in_process else ProcessHost(post)
         self.wall_clock = wall_clock
@@ -147,20 +227,14 @@ class SpecdeckApp(App[None]):
         self.run_id = 0
         #: The last run handed to the engine, and the last one it ended (cancelled too).
         self.runs_submitted = self.runs_ended = 0
-        self.phase = "idle"
-        self.paused = False
-        self.speed = 1.0
-        self.show_rejected = True
         self.playback: Playback | None = None
         self._race_timer: Timer | None = None
         self._race_last = 0.0
-        self._status_text = ""
         self._stats_shown_at = 0.0
-        #: Decoders by target folder (read once, not on every restart), and the folder
-        #: of the target the current run loaded.
+        #: Decoders by target folder (read once, not on every restart; None while being
+        #: read or unreadable), and the folder of the target the current run loaded.
         self._decoders: dict[str, Callable[[list[int]], str] | None] = {}
         self._target_path: str | None = None
-        self._known = pieces_by_token(traces) if traces else {}
         self._panes: dict[str, StrategyPane] = {}
         self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
         self.sessions_dir = sessions_dir
@@ -170,16 +244,23 @@ class SpecdeckApp(App[None]):
 
     @property
     def strategies(self) -> list[str]:
-        return list(self.traces) if self.traces is not None else list(self.request.strategies)
+        return self.source.strategies
 
     def _new_panes(self) -> list[StrategyPane]:
-        settings = self.replay_settings if self.traces is not None else self.request.settings
         self._panes = {
-            name: StrategyPane(name, pane_detail(name, settings)) for name in self.strategies
+            name: StrategyPane(name, pane_detail(name, self.source.settings))
+            for name in self.strategies
         }
         for name, pane in self._panes.items():
             pane.memory_estimate = self.memory_estimates.get(name)
         return list(self._panes.values())
+
+    async def _remount_panes(self) -> None:
+        container = self.query_one("#panes")
+        await container.remove_children()
+        await container.mount_all(self._new_panes())
+        for pane in self.panes:
+            pane.view.show_rejected = self.show_rejected
 
     def compose(self) -> ComposeResult:
         yield Header()
@@ -199,8 +280,8 @@ class SpecdeckApp(App[None]):
         return self._panes[strategy]
 
     async def on_mount(self) -> None:
-        if self.traces is not None:
-            self._replay_traces()
+        if isinstance(self.source, ReplaySource):
+            self._replay(self.source)
         else:
             await self.start_run()
 
@@ -208,42 +289,72 @@ class SpecdeckApp(App[None]):
         self._host.close()
         self._stop_race()
 
-    def set_status(self, text: str) -> None:
+    # -- the status line and what it follows ----------------------------------------------
+
+    def _show_status(self) -> None:
         flags = [f"race {self.speed:g}x"] + (["PAUSED"] if self.paused else [])
         if not self.show_rejected:
             flags.append("rejected hidden")
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
-        self.query_one("#status", FixedText).text = f"{text}   [{' · '.join(flags)}]"
-        self._status_text = text
+        self.query_one("#status", FixedText).text = f"{self.status_text}   [{' · '.join(flags)}]"
 
-    def _restatus(self) -> None:
-        self.set_status(self._status_text)
+    def watch_status_text(self) -> None:
+        self._show_status()
+
+    def watch_phase(self, old: Phase, new: Phase) -> None:
+        if old is Phase.RACING:
+            self._stop_race()
+
+    def watch_speed(self, speed: float) -> None:
+        if self.playback is not None:
+            self.playback.speed = speed
+        self._show_status()
+
+    def watch_paused(self, paused: bool) -> None:
+        if self.playback is not None:
+            self.playback.paused = paused
+            self._race_last = self.wall_clock()
+        if not paused and self.phase in (Phase.LOADING, Phase.RUNNING, Phase.MEASURED,
+                                         Phase.CANCELLED):
+            for pane in self.panes:
+                pane.show_until(len(pane.events))
+            self._refresh_stats()
+        self._show_status()
+
+    def watch_show_rejected(self, show: bool) -> None:
+        for pane in self.panes:
+            pane.view.show_rejected = show
+        self._show_status()
 
     # -- live runs ---------------------------------------------------------------------
 
-    async def start_run(self) -> None:
-        """Cancel whatever runs, clear the panes and measure the request's strategies."""
+    def _drop_run(self) -> None:
+        """Stop the race and the run the engine is measuring; what it still sends about
+        that run is ignored (messages name their run)."""
         self._stop_race()
         self._host.cancel(self.run_id)
         self.run_id += 1
+
+    async def start_run(self) -> None:
+        """Cancel whatever runs, clear the panes and measure the request's strategies."""
+        self._drop_run()
         self._target_path = None  # the target may have changed
         self.memory_estimates = {}  # the run estimates its own
-        if self.traces is not None:  # back from a session opened in the browser
-            self.traces, self._known, self.sub_title = None, {}, ""
+        if isinstance(self.source, ReplaySource):  # back from a session opened in the browser
+            self.sub_title = ""
+        self.source = LiveSource(self.request)
         if list(self._panes) != self.strategies:
-            container = self.query_one("#panes")
-            await container.remove_children()
-            await container.mount_all(self._new_panes())
+            await self._remount_panes()
         for pane in self.panes:
             pane.reset(keep_events=False)
             pane.detail = pane_detail(pane.strategy, self.request.settings)
             pane.status = "waiting"
             pane.memory_estimate = None
             pane.refresh_stats(None)
-        self.phase = "loading"
-        self.set_status("loading models…")
+        self.phase = Phase.LOADING
+        self.status_text = "loading models…"
         self.runs_submitted = self.run_id
         self._host.submit(RunCommand(
             self.run_id, self.request, self.save_sessions,
@@ -251,8 +362,9 @@ class SpecdeckApp(App[None]):
         ))
 
     def token_text(self, token: int) -> str | None:
-        if token in self._known:
-            return self._known[token]
+        text = self.source.token_text(token)
+        if text is not None:
+            return text
         decode = self._decoders.get(self._target_path or "")
         return decode([token]) if decode else None
 
@@ -280,20 +392,27 @@ class SpecdeckApp(App[None]):
         self._refresh_stats()
 
     def _progress(self, message: Progress) -> None:
-        self.set_status(message.text + "…")
+        self.status_text = message.text + "…"
 
     def _target_loaded(self, message: TargetLoaded) -> None:
         self._target_path = message.path
         if message.path not in self._decoders:
-            self._load_decoder(message.path)
+            self._decoders[message.path] = None  # being read
+            self._read_decoder(message.path)
 
     @work(thread=True, group="decoder")
-    def _load_decoder(self, path: str) -> None:
-        """Read the target's tokenizer (no weights) to name the inspector's alternatives."""
-        self._decoders[path] = token_decoder(Path(path))
+    def _read_decoder(self, path: str) -> None:
+        """Read the target's tokenizer (no weights) to name the inspector's alternatives;
+        the decoder comes back as a message."""
+        self.post_message(DecoderRead(path, token_decoder(Path(path))))
+
+    @on(DecoderRead)
+    def _decoder_read(self, message: DecoderRead) -> None:
+        self._decoders[message.path] = message.decode
+        self._refresh_inspector()
 
     def _events(self, message: EventBatch) -> None:
-        self.phase = "running"
+        self.phase = Phase.RUNNING
         by_pane: dict[str, list[Event]] = {}
         for name, event in message.batch:
             by_pane.setdefault(name, []).append(event)
@@ -312,43 +431,38 @@ class SpecdeckApp(App[None]):
 
     def _ended(self, message: RunEnded) -> None:
         if message.error:
-            self.phase = "failed"
-            self.set_status(f"error: {message.error}   (s: settings, r: retry)")
+            self.phase = Phase.FAILED
+            self.status_text = f"error: {message.error}   (s: settings, r: retry)"
             for pane in self.panes:
                 if pane.status in ("waiting", "running"):
                     pane.status = "not run"
             return
-        self.phase = "measured"
+        self.phase = Phase.MEASURED
         saved = f" · saved {message.saved}" if message.saved else ""
-        self.set_status(
+        self.status_text = (
             f"measured one after another, each warmed up · g: race them in sync{saved}"
         )
 
     def action_cancel(self) -> None:
         """Stop now: panes keep what they have; later events of the run are dropped."""
-        if self.phase in ("loading", "running"):
-            self._host.cancel(self.run_id)
-            self.run_id += 1
-            self.phase = "cancelled"
+        if self.phase.streaming:
+            self._drop_run()
+            self.phase = Phase.CANCELLED
             for pane in self.panes:
                 if not any(isinstance(e, Done) for e in pane.events):
                     pane.status = "cancelled"
-            self.set_status("cancelled · r: restart")
-        elif self.phase == "racing":
-            self._stop_race()
-            self.phase = "raced"
-            self.set_status("race stopped · g: race again")
+            self.status_text = "cancelled · r: restart"
+        elif self.phase is Phase.RACING:
+            self.phase = Phase.RACED
+            self.status_text = "race stopped · g: race again"
 
     async def action_restart(self) -> None:
-        if self.traces is not None:
-            self.start_race()
-        else:
-            await self.start_run()
+        await self.source.restart(self)
 
     # -- the race ----------------------------------------------------------------------
 
     def action_race(self) -> None:
-        if self.phase in ("loading", "running"):
+        if self.phase.streaming:
             self.notify("wait until every strategy is measured (or c to cancel)")
             return
         if not any(pane.events for pane in self.panes):
@@ -364,7 +478,7 @@ class SpecdeckApp(App[None]):
         for pane in self.panes:
             pane.reset(keep_events=True)
             pane.status = "racing"
-        self.phase = "racing"
+        self.phase = Phase.RACING
         self._race_last = self.wall_clock()
         # Owned by the panes' container, so the timer dies with the screen on exit.
         self._race_timer = self.query_one("#panes").set_interval(1 / RACE_FPS, self.race_tick)
@@ -379,9 +493,8 @@ class SpecdeckApp(App[None]):
         self._race_last = now
         self._show_due(due, rewind=False)
         if self.playback.finished:
-            self._stop_race()
-            self.phase = "raced"
-            self.set_status("race finished · r or g: race again · n: step, i: inspect")
+            self.phase = Phase.RACED
+            self.status_text = "race finished · r or g: race again · n: step, i: inspect"
 
     def seek_race(self, position: float) -> None:
         """Jump the race to ``position`` seconds (snapshots and tests use this)."""
@@ -395,7 +508,7 @@ class SpecdeckApp(App[None]):
                 pane.show_until(count)
         self._refresh_stats()
         playback = self.playback
-        self.set_status(
+        self.status_text = (
             f"race: each strategy from its own t=0 · "
             f"{playback.position:.2f} s of {playback.schedule.duration:.2f} s"
         )
@@ -405,30 +518,16 @@ class SpecdeckApp(App[None]):
             self._race_timer.stop()
             self._race_timer = None
 
-    def _set_speed(self, faster: bool) -> None:
-        self.speed = next_speed(self.speed, faster)
-        if self.playback is not None:
-            self.playback.speed = self.speed
-        self._restatus()
-
     def action_faster(self) -> None:
-        self._set_speed(True)
+        self.speed = next_speed(self.speed, faster=True)
 
     def action_slower(self) -> None:
-        self._set_speed(False)
+        self.speed = next_speed(self.speed, faster=False)
 
     # -- teaching: pause, step, inspect ------------------------------------------------
 
     def action_pause(self) -> None:
         self.paused = not self.paused
-        if self.playback is not None:
-            self.playback.paused = self.paused
-            self._race_last = self.wall_clock()
-        if not self.paused and self.phase in ("loading", "running", "measured", "cancelled"):
-            for pane in self.panes:
-                pane.show_until(len(pane.events))
-            self._refresh_stats()
-        self._restatus()
 
     def focused_pane(self) -> StrategyPane:
         node = self.focused
@@ -438,8 +537,7 @@ class SpecdeckApp(App[None]):
 
     def action_step(self) -> None:
         """Show one more round in the focused pane (pausing first)."""
-        if not self.paused:
-            self.action_pause()
+        self.paused = True
         pane = self.focused_pane()
         if not pane.step():
             self.notify(f"{pane.strategy}: no more rounds received yet")
@@ -460,9 +558,6 @@ class SpecdeckApp(App[None]):
 
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
-        for pane in self.panes:
-            pane.view.show_rejected = self.show_rejected
-        self._restatus()
 
     def _refresh_stats(self) -> None:
         baseline = None
@@ -523,30 +618,24 @@ class SpecdeckApp(App[None]):
     async def open_session(self, session: Session) -> None:
         """Replay a saved session in the panes, as ``specdeck replay`` does. A live run is
         cancelled; ``s``, ``[`` or ``]`` go back to live runs."""
-        self._stop_race()
-        self._host.cancel(self.run_id)
-        self.run_id += 1
-        self.traces = session.traces
-        self.replay_settings = session.settings
+        self._drop_run()
+        self.source = ReplaySource(session.traces, session.settings)
         self.memory_estimates = dict(session.memory_estimates)
-        self._known = pieces_by_token(self.traces)
         self.sub_title = session.replay_title
-        container = self.query_one("#panes")
-        await container.remove_children()
-        await container.mount_all(self._new_panes())
+        await self._remount_panes()
         self.panes[0].focus()  # the screen would keep focus on a removed pane
-        self._replay_traces()
+        self._replay(self.source)
 
-    def _replay_traces(self) -> None:
+    def _replay(self, source: ReplaySource) -> None:
         for pane in self.panes:
             pane.view.show_rejected = self.show_rejected
-            pane.receive(self.traces[pane.strategy].events)
+            pane.receive(source.traces[pane.strategy].events)
         self.start_race()
 
     def action_diff_panes(self) -> None:
         """Diff the focused pane with the first (the baseline, usually plain); from the
         first pane, every other pane with it."""
-        if self.phase in ("loading", "running"):
+        if self.phase.streaming:
             self.notify("wait until every strategy is measured (or c to cancel)")
             return
         traces = {p.strategy: Trace(p.strategy, p.events) for p in self.panes if p.events}

@@ -1,7 +1,9 @@
-"""What reaches the app from the engine host's thread: one message type, posted (never
-blocking), carrying a ``specdeck.engine_host`` message."""
+"""What reaches the app from other threads, posted (never blocking): the engine host's
+messages, and what the app's own workers read."""
 
 from __future__ import annotations
+
+from typing import Callable
 
 from textual.message import Message
 
@@ -15,3 +17,13 @@ class FromEngine(Message):
     def __init__(self, payload: EngineMessage) -> None:
         super().__init__()
         self.payload = payload
+
+
+class DecoderRead(Message):
+    """A worker read the tokenizer in ``path``: ``decode`` names the inspector's
+    alternatives (None when it cannot be read)."""
+
+    def __init__(self, path: str, decode: Callable[[list[int]], str] | None) -> None:
+        super().__init__()
+        self.path = path
+        self.decode = decode
