@@ -17,6 +17,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
+from specdeck.engines.config import DecodeSettings  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
 from tui_support import demo_traces  # noqa: E402
 
@@ -24,7 +25,7 @@ SIZE = (150, 42)
 
 
 async def render_svg() -> str:
-    app = SpecdeckApp(traces=demo_traces(), settings={"num_draft_tokens": 3},
+    app = SpecdeckApp(traces=demo_traces(), settings=DecodeSettings(num_draft_tokens=3),
                       wall_clock=lambda: 0.0, title="demo session")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
