@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import sysconfig
 import venv
 import zipfile
 from pathlib import Path
@@ -50,9 +49,11 @@ def test_an_installed_wheel_runs_from_any_directory(wheel, tmp_path):
         [str(python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
         check=True, capture_output=True, text=True,
     ).stdout.strip()
-    # A plain path line: the borrowed site-packages' own .pth files (the editable
-    # install's finder among them) are not run.
-    Path(site, "borrowed.pth").write_text(sysconfig.get_path("purelib") + "\n")
+    # Plain path lines: the borrowed site-packages' own .pth files (the editable
+    # install's finder among them) are not run, so every site-packages folder this
+    # interpreter sees is named (a virtual environment may borrow another's).
+    borrowed = [p for p in sys.path if p.endswith("site-packages") and Path(p).is_dir()]
+    Path(site, "borrowed.pth").write_text("\n".join(borrowed) + "\n")
     subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-deps",
          "-q", str(wheel)],
