@@ -20,6 +20,7 @@ from specdeck.engines.errors import ModelError, SettingsError
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
+from specdeck.visible import MESSAGE_CHARS, visible
 
 EXIT_USAGE = 2
 EXIT_RUN_FAILED = 1
@@ -158,7 +159,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         return open_playground(request, args.sessions_dir, save=not args.no_save)
 
     def progress(message: str) -> None:
-        print(f"specdeck: {message}", file=sys.stderr, flush=True)
+        print(f"specdeck: {visible(message, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
 
     with first_interrupt_cancels() as stop:
         result = run_compare(request, progress=progress, cancelled=stop.is_set)
@@ -186,7 +187,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         if done.get("reason") == "error":
             failed = True
-            print(f"specdeck: {name} failed: {done.get('error')}", file=sys.stderr)
+            error = visible(str(done.get("error")), MESSAGE_CHARS)
+            print(f"specdeck: {name} failed: {error}", file=sys.stderr)
     if stop.is_set():
         return EXIT_INTERRUPTED
     return EXIT_RUN_FAILED if failed else 0
@@ -255,7 +257,7 @@ def main(argv: list[str] | None = None) -> int:
             "models": models_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
-        print(f"specdeck: error: {exc}", file=sys.stderr)
+        print(f"specdeck: error: {visible(str(exc), MESSAGE_CHARS)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)

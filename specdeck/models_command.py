@@ -44,21 +44,24 @@ def _table(models: list[ModelInfo]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from specdeck.literal import literal
+
     table = Table(title="specdeck models")
     for column in ("model", "arch", "params", "quant", "disk", "hybrid", "MTP",
                    "tokenizer", "drafts"):
         table.add_column(column, justify="right" if column in ("params", "disk") else "left")
     for m in models:
         drafts = suggest_drafts(m, models)
-        table.add_row(
+        row = (
             m.name, m.model_type, parameters_text(m.parameters), quant_text(m), gb(m.size_on_disk),
             "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
             f"{m.tokenizer} ({m.vocab_size})" if m.tokenizer else "?",
             ", ".join(d.name for d in drafts[:3]),
         )
-    console = Console()
+        table.add_row(*(literal(value, one_line=True) for value in row))
+    console = Console(markup=False, highlight=False)
     if not console.is_terminal:
-        console = Console(width=200)
+        console = Console(width=200, markup=False, highlight=False)
     console.print(table)
 
 

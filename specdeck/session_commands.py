@@ -135,14 +135,17 @@ def _open_sweep_view(sweep) -> int:
 def print_sweep_file(sweep) -> None:
     """A saved sweep: where and when it ran, then the table and recommendations as
     ``specdeck sweep`` printed them."""
+    from specdeck.literal import literal
     from specdeck.sweep_command import print_sweep
 
     console = _console()
-    console.print(f"{sweep.path or 'sweep'}  {sweep.created}  sweep"
-                  + ("  partial: the sweep was interrupted" if sweep.partial else ""))
+    console.print(literal(f"{sweep.path or 'sweep'}  {sweep.created}  sweep"
+                          + ("  partial: the sweep was interrupted" if sweep.partial else ""),
+                          one_line=True))
     machine = sweep.machine
     if machine.get("chip") or machine.get("os"):
-        console.print(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}")
+        console.print(literal(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}",
+                              one_line=True))
     print_sweep(sweep.cells, sweep.recommendations)
 
 
@@ -152,6 +155,8 @@ def print_session(session) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from specdeck.literal import literal
+
     console = _console()
     config, machine = session.config, session.machine
     models = ", ".join(
@@ -159,29 +164,32 @@ def print_session(session) -> None:
         if (name := _model(config, role))
     )
     console.print(Text.assemble(
-        (str(session.path or "session"), "bold"), f"  {session.created}  {session.kind}",
+        literal(session.path or "session", "bold", one_line=True),
+        literal(f"  {session.created}  {session.kind}", one_line=True),
         ("  partial: the run was cut short" if session.partial else "", "yellow"),
     ))
     if models:
-        console.print(models)
+        console.print(literal(models, one_line=True))
     if machine.get("chip") or machine.get("os"):
-        console.print(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}")
+        console.print(literal(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}",
+                              one_line=True))
     if isinstance(config.get("prompt"), str):
         console.print(Rule("prompt"))
-        console.print(config["prompt"])
+        console.print(literal(config["prompt"]))
     for name, trace in session.traces.items():
         done = trace.done
         status = done.reason if done else "no end recorded"
-        console.print(Rule(f"{name} ({len(trace.tokens)} tokens, {status})"))
-        console.print(trace.text)
+        console.print(Rule(literal(f"{name} ({len(trace.tokens)} tokens, {status})",
+                                   one_line=True)))
+        console.print(literal(trace.text))
         if done and done.error:
-            console.print(f"error: {done.error}", style="red")
+            console.print(literal(f"error: {done.error}", "red"))
 
     stats = session.stats()
     table = Table(title="statistics", title_justify="left")
     table.add_column("")
     for name in stats:
-        table.add_column(name, justify="right")
+        table.add_column(literal(name, one_line=True), justify="right")
     keys = list(next(iter(stats.values()), {}))
     for key in keys:
         table.add_row(key, *(format_stat(key, s.get(key)) for s in stats.values()))
@@ -233,6 +241,7 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
     import orjson
     from rich.table import Table
 
+    from specdeck.literal import literal
     from specdeck.sweep_file import diff_sweeps
 
     rows = diff_sweeps(a, b)
@@ -251,7 +260,8 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
         v = side[name]
         return "-" if v is None else format(v, fmt)
 
-    table = Table(title=f"a: {a.path}\nb: {b.path}", title_justify="left")
+    table = Table(title=literal(f"a: {a.path}\nb: {b.path}", "table.title"),
+                  title_justify="left")
     for column in ("prompt", "temp", "setting", "tok/s a", "tok/s b", "speedup a",
                    "speedup b", "b / a", "accept a", "accept b", "check"):
         table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
@@ -259,7 +269,8 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
         ca, cb = row["a"], row["b"]
         check = "ok" if ca and cb and ca["correct"] == cb["correct"] else "DIFFERS"
         table.add_row(
-            row["prompt"], f"{row['temperature']:g}", row["label"],
+            literal(row["prompt"], one_line=True), f"{row['temperature']:g}",
+            literal(row["label"], one_line=True),
             value(ca, "median_tokens_per_s", ".1f"), value(cb, "median_tokens_per_s", ".1f"),
             value(ca, "speedup", ".2f"), value(cb, "speedup", ".2f"),
             "-" if row["speedup_ratio"] is None else f"{row['speedup_ratio']:.2f}",
@@ -272,24 +283,27 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
 def print_diff(report) -> None:
     from rich.table import Table
 
+    from specdeck.literal import literal
+
     console = _console()
-    console.print(f"a: {report.a_label}")
-    console.print(f"b: {report.b_label}")
+    console.print(literal(f"a: {report.a_label}", one_line=True))
+    console.print(literal(f"b: {report.b_label}", one_line=True))
     if report.changes:
         table = Table(title="settings that differ", title_justify="left")
         for column in ("", "a", "b"):
             table.add_column(column)
         for change in report.changes:
-            table.add_row(change.path, _short(change.a), _short(change.b))
+            table.add_row(literal(change.path, one_line=True), literal(_short(change.a)),
+                          literal(_short(change.b)))
         console.print(table)
     for pane in report.panes:
         console.print()
-        console.print(pane.summary(), style="bold" if pane.identical else None)
+        console.print(literal(pane.summary(), "bold" if pane.identical else ""))
         for edit in pane.edits[:SHOWN_EDITS]:
-            console.print(
+            console.print(literal(
                 f"  token {edit.a_start} (b {edit.b_start}) {edit.op}: "
                 f"- {edit.a_text!r}  + {edit.b_text!r}",
-            )
+            ))
         if len(pane.edits) > SHOWN_EDITS:
             console.print(f"  ... and {len(pane.edits) - SHOWN_EDITS} more (--json lists all)")
         console.print(stats_table(pane))
@@ -299,10 +313,12 @@ def stats_table(pane):
     """Every statistic of a pair of panes side by side with its ratio (CLI and app)."""
     from rich.table import Table
 
+    from specdeck.literal import literal
+
     table = Table(title_justify="left")
     for column, justify in (("", "left"), (f"a {pane.a_strategy}", "right"),
                             (f"b {pane.b_strategy}", "right"), ("b / a", "right")):
-        table.add_column(column, justify=justify)
+        table.add_column(literal(column, one_line=True), justify=justify)
     for row in pane.stats:
         table.add_row(row.name, format_stat(row.name, row.a), format_stat(row.name, row.b),
                       "-" if row.ratio is None else f"{row.ratio:.2f}")

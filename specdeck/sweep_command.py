@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from specdeck.engines.errors import SettingsError
+from specdeck.visible import MESSAGE_CHARS, visible
 
 DEFAULT_PROMPTS = ("code", "prose")
 
@@ -74,22 +75,23 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from specdeck.literal import literal
     from specdeck.sweep_file import COLUMNS, cell_row
 
     table = Table(title="specdeck sweep", show_lines=False)
     for column in COLUMNS:
         table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
     for cell in cells:
-        table.add_row(*cell_row(cell))
+        table.add_row(*(literal(value, one_line=True) for value in cell_row(cell)))
     console = Console(markup=False, highlight=False)
     if not console.is_terminal:
         console = Console(width=160, markup=False, highlight=False)
     console.print(table)
     for line in recommendations:
-        print(line)
+        print(visible(line))
     for cell in cells:
         if cell["strategy"] != "plain":
-            print(f"  {cell['prompt']} {cell['label']}: {cell['why']}")
+            print(visible(f"  {cell['prompt']} {cell['label']}: {cell['why']}"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,11 +123,11 @@ def run(args: argparse.Namespace) -> int:
 
     def progress(p: SweepProgress) -> None:
         eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f}s left"
-        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({p.label}){eta}\033[K",
+        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({visible(p.label, 80)}){eta}\033[K",
               end="", file=sys.stderr, flush=True)
 
     def message(text: str) -> None:
-        print(f"specdeck: {text}", file=sys.stderr, flush=True)
+        print(f"specdeck: {visible(text, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
 
     cells, complete = run_sweep(request, progress=progress, on_message=message)
     print(file=sys.stderr)

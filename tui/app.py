@@ -43,8 +43,10 @@ from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.legend import Legend
 from specdeck.tui.messages import FromEngine
 from specdeck.tui.pane import StrategyPane
+from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
+from specdeck.visible import visible
 
 if TYPE_CHECKING:  # importing engines.compare loads mlx: only the engine host does
     from specdeck.engines.compare import CompareRequest
@@ -79,7 +81,7 @@ def pieces_by_token(traces: dict[str, Trace]) -> dict[int, str]:
     return known
 
 
-class SpecdeckApp(App[None]):
+class SpecdeckApp(LiteralNotify, App[None]):
     """Compare strategies live (``request``) or replay saved runs (``traces``)."""
 
     CSS_PATH = "app.tcss"
@@ -146,7 +148,7 @@ class SpecdeckApp(App[None]):
         self._host = ThreadHost(post, store, clock) if in_process else ProcessHost(post)
         self.wall_clock = wall_clock
         if title:
-            self.sub_title = title
+            self.sub_title = visible(title)
         self.run_id = 0
         #: The last run handed to the engine, and the last one it ended (cancelled too).
         self.runs_submitted = self.runs_ended = 0
@@ -218,7 +220,7 @@ class SpecdeckApp(App[None]):
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
-        self.query_one("#status", FixedText).text = f"{text}   [{' · '.join(flags)}]"
+        self.query_one("#status", FixedText).text = visible(f"{text}   [{' · '.join(flags)}]")
         self._status_text = text
 
     def _restatus(self) -> None:
@@ -533,7 +535,7 @@ class SpecdeckApp(App[None]):
         self.replay_settings = session.settings
         self.memory_estimates = dict(session.memory_estimates)
         self._known = pieces_by_token(self.traces)
-        self.sub_title = session.replay_title
+        self.sub_title = visible(session.replay_title)
         container = self.query_one("#panes")
         await container.remove_children()
         await container.mount_all(self._new_panes())

@@ -21,8 +21,9 @@ from textual.widgets import Footer, Static
 
 from specdeck.engines.events import Trace
 from specdeck.diff import DiffReport, PaneDiff
+from specdeck.literal import literal
 from specdeck.session_commands import stats_table
-from specdeck.tui.token_view import printable
+from specdeck.visible import printable
 
 #: Equal tokens kept on each side of an edit; longer equal stretches are cut short.
 CONTEXT = 12
@@ -115,7 +116,8 @@ def changes_table(report: DiffReport) -> Table:
     table.add_column("a", overflow="fold")
     table.add_column("b", overflow="fold")
     for change in report.changes:
-        table.add_row(change.path, _value(change.a), _value(change.b))
+        table.add_row(literal(change.path, one_line=True), literal(_value(change.a)),
+                      literal(_value(change.b)))
     return table
 
 
@@ -137,7 +139,7 @@ class DiffScreen(ModalScreen[None]):
                 title = f"Diff — panes of {report.a_label}"
             else:
                 title = f"Diff — a: {report.a_label} · b: {report.b_label}"
-            yield Static(title, classes="dialog-title", markup=False)
+            yield Static(literal(title, one_line=True), classes="dialog-title")
             yield TokenDiff(LEGEND, id="diff-legend")
             if report.changes:
                 yield Static(changes_table(report), id="diff-changes")
@@ -145,8 +147,8 @@ class DiffScreen(ModalScreen[None]):
                 yield Static("same settings and machine", id="diff-changes")
             for i, pane in enumerate(report.panes):
                 verdict = "-identical" if pane.identical else "-different"
-                yield Static(pane.summary(), id=f"diff-verdict-{i}",
-                             classes=f"diff-verdict {verdict}", markup=False)
+                yield Static(literal(pane.summary()), id=f"diff-verdict-{i}",
+                             classes=f"diff-verdict {verdict}")
                 runs = inline_diff(self.a[pane.a_strategy], pane)
                 if runs:
                     yield TokenDiff(runs, id=f"diff-tokens-{i}", classes="diff-tokens")

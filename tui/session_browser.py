@@ -21,6 +21,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from specdeck.diff import DiffError, diff_sessions
+from specdeck.literal import literal
 from specdeck.session import Session, SessionError, load_session
 from specdeck.session_commands import format_stat
 from specdeck.session_store import (
@@ -30,6 +31,7 @@ from specdeck.session_store import (
     rename_session,
 )
 from specdeck.tui.diff_screen import DiffScreen
+from specdeck.visible import visible
 
 #: Prompt lines shown in the preview.
 PROMPT_LINES = 6
@@ -50,32 +52,35 @@ def note(summary: SessionSummary) -> str:
 
 def preview(summary: SessionSummary) -> Group:
     """What the preview pane shows for one file, from its header and saved statistics."""
-    head = Text.assemble((summary.path.name, "bold"), f"   {summary.size_bytes / 1024:,.1f} kB")
+    head = Text.assemble(literal(summary.path.name, "bold", one_line=True),
+                         f"   {summary.size_bytes / 1024:,.1f} kB")
     parts: list = [head]
     if summary.problem:
-        parts.append(Text(f"cannot open it: {summary.problem}", style="bold"))
+        parts.append(literal(f"cannot open it: {summary.problem}", "bold"))
         return Group(*parts)
     if summary.created:
-        parts.append(Text(f"created {summary.created}"))
+        parts.append(literal(f"created {summary.created}", one_line=True))
     if summary.partial:
         parts.append(Text("partial: the run was cut short", style="bold"))
     models = [f"{role} {name}" for role, name in (("target", summary.target),
                                                   ("draft", summary.draft)) if name]
     if models:
-        parts.append(Text(" · ".join(models)))
+        parts.append(literal(" · ".join(models), one_line=True))
     if summary.strategies:
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
         table.add_column("strategy")
         for _, heading in PREVIEW_STATS:
             table.add_column(heading, justify="right")
         for name, stats in summary.strategies.items():
-            table.add_row(name, *(format_stat(key, stats.get(key)) for key, _ in PREVIEW_STATS))
+            table.add_row(literal(name, one_line=True),
+                          *(literal(format_stat(key, stats.get(key)), one_line=True)
+                            for key, _ in PREVIEW_STATS))
         parts += [Text(""), table]
     if summary.prompt is not None:
         lines = summary.prompt.splitlines() or [""]
         shown = "\n".join(lines[:PROMPT_LINES])
         more = f"\n… {len(lines) - PROMPT_LINES} more lines" if len(lines) > PROMPT_LINES else ""
-        parts += [Text(""), Text("prompt", style="bold"), Text(shown + more)]
+        parts += [Text(""), Text("prompt", style="bold"), literal(shown + more)]
     return Group(*parts)
 
 
@@ -90,8 +95,9 @@ class RenameDialog(ModalScreen["Path | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="rename-body", classes="dialog"):
-            yield Static(f"Rename {self.path.name}", classes="dialog-title", markup=False)
-            yield Input(self.path.stem, id="rename-name")
+            yield Static(literal(f"Rename {self.path.name}", one_line=True),
+                         classes="dialog-title")
+            yield Input(visible(self.path.stem), id="rename-name")
             yield Label("", id="rename-error", markup=False)
 
     @on(Input.Submitted)
@@ -99,7 +105,7 @@ class RenameDialog(ModalScreen["Path | None"]):
         try:
             new = rename_session(self.path, event.value)
         except SessionError as exc:
-            self.query_one("#rename-error", Label).update(f"⚠ {exc}")
+            self.query_one("#rename-error", Label).update(literal(f"⚠ {exc}"))
             return
         self.dismiss(new)
 
@@ -119,7 +125,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-body", classes="dialog"):
-            yield Static(self.question, classes="dialog-title", markup=False)
+            yield Static(literal(self.question, one_line=True), classes="dialog-title")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.yes} (y)", id="confirm-yes", variant="error")
                 yield Button("Cancel (n)", id="confirm-no")
@@ -149,7 +155,8 @@ class SessionBrowser(ModalScreen["Session | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="sessions-body", classes="dialog"):
-            yield Static(f"Sessions in {self.directory}", classes="dialog-title", markup=False)
+            yield Static(literal(f"Sessions in {self.directory}", one_line=True),
+                         classes="dialog-title")
             with Horizontal(id="sessions-main"):
                 yield DataTable(id="sessions-table", cursor_type="row")
                 with VerticalScroll(id="session-preview-scroll"):
@@ -173,8 +180,8 @@ class SessionBrowser(ModalScreen["Session | None"]):
             self.marked = None
         table.clear()
         for summary in summaries:
-            table.add_row(self._mark(summary.path), summary.name, note(summary),
-                          key=str(summary.path))
+            table.add_row(self._mark(summary.path), literal(summary.name, one_line=True),
+                          note(summary), key=str(summary.path))
         if select is not None and str(select) in self.summaries:
             row = list(self.summaries).index(str(select))
         if summaries:
@@ -198,7 +205,7 @@ class SessionBrowser(ModalScreen["Session | None"]):
         summary = self.current
         target = self.query_one("#session-preview", Static)
         if summary is None:
-            target.update(Text(
+            target.update(literal(
                 f"No sessions in {self.directory} yet: every specdeck compare run is "
                 "saved there (--sessions-dir or $SPECDECK_SESSIONS_DIR to look elsewhere)."
             ))
@@ -211,7 +218,7 @@ class SessionBrowser(ModalScreen["Session | None"]):
                     "(the same one: its strategies against its first) · esc: unmark")
         else:
             text = f"{len(self.summaries)} sessions · enter: open in the panes"
-        self.query_one("#sessions-status", Static).update(text)
+        self.query_one("#sessions-status", Static).update(literal(text, one_line=True))
 
     def _readable(self) -> SessionSummary | None:
         summary = self.current

@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from specdeck.engines.errors import SettingsError
+from specdeck.literal import literal
 from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
 
@@ -164,6 +165,6 @@ class SettingsScreen(ModalScreen["CompareRequest | None"]):
         try:
             request = apply_form(self.request, values)
         except SettingsError as exc:
-            self.query_one("#settings-error", Label).update(f"⚠ {exc}")
+            self.query_one("#settings-error", Label).update(literal(f"⚠ {exc}"))
             return
         self.dismiss(request)

@@ -19,19 +19,10 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from specdeck.engines.events import Round
+from specdeck.visible import printable
 
 #: Token kinds, in legend order. ``target``: plain decoding's own token.
 KINDS = ("target", "accepted", "rejected", "correction", "bonus")
-
-#: Control characters would move the terminal's cursor: show them as symbols instead.
-_PRINTABLE = {code: 0x2400 + code for code in range(0x20)}
-_PRINTABLE.update({0x7F: "␡", ord("\t"): "    ", ord("\n"): "\n"})
-_PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0x80, 0xA0)})
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters (other than newlines) made visible."""
-    return text.translate(_PRINTABLE)
 
 
 def round_tokens(event: Round) -> list[tuple[str, str]]:
