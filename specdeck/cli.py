@@ -13,7 +13,7 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
 from specdeck.engines.errors import ModelError, SettingsError
@@ -26,6 +26,9 @@ EXIT_USAGE = 2
 EXIT_RUN_FAILED = 1
 #: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+#: The run finished, but a file did not land where it was asked to (the session went to
+#: a fallback place, named on stderr, or nowhere).
+EXIT_NOT_SAVED = 3
 
 
 class UserError(Exception):
@@ -138,8 +141,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import CompareRequest, run_compare
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
-    from specdeck.session import build_document, compare_config, save_document
-    from specdeck.session_store import autosave
+    from specdeck.session import build_document, compare_config
 
     target, draft = default_models(args.target, args.draft)
     request = CompareRequest(
@@ -155,6 +157,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
         strict_memory=args.strict,
     )
     request.validate()
+    if args.json is not None and args.json.is_dir():
+        raise UserError(f"--json {args.json} is a directory: name a file to write")
     if not args.headless:
         return open_playground(request, args.sessions_dir, save=not args.no_save)
 
@@ -167,12 +171,6 @@ def cmd_compare(args: argparse.Namespace) -> int:
         progress("interrupted before any strategy ran: nothing to save")
         return EXIT_INTERRUPTED
     document = build_document(compare_config(result), describe_machine(), result.traces)
-    if not args.no_save:
-        saved = autosave(document, args.sessions_dir)
-        progress(f"saved {saved}" + (" (partial)" if document["partial"] else ""))
-    if args.json:
-        save_document(args.json, document)
-        progress(f"wrote {args.json}")
     failed = False
     for name, entry in document["strategies"].items():
         stats, done = entry["stats"], entry["done"] or {}
@@ -189,9 +187,45 @@ def cmd_compare(args: argparse.Namespace) -> int:
             failed = True
             error = visible(str(done.get("error")), MESSAGE_CHARS)
             print(f"specdeck: {name} failed: {error}", file=sys.stderr)
+    sys.stdout.flush()
+    saved = write_results(document, args.json, not args.no_save, args.sessions_dir, progress)
     if stop.is_set():
         return EXIT_INTERRUPTED
+    if not saved:
+        return EXIT_NOT_SAVED
     return EXIT_RUN_FAILED if failed else 0
+
+
+def write_results(document: dict, json_path: Path | None, save: bool,
+                  sessions_dir: Path | None, say: Callable[[str], None]) -> bool:
+    """Write ``--json`` (when asked) and save the session into ``sessions_dir`` (when
+    ``save``), each independently: one failing never stops the other. A session its
+    folder cannot take goes to a fallback place, named. False when anything did not land
+    where it was asked to."""
+    from specdeck.session import save_document
+    from specdeck.session_store import SaveFailed, save_session, why_not
+
+    ok = True
+    if json_path is not None:
+        try:
+            save_document(json_path, document)
+            say(f"wrote {json_path}")
+        except OSError as exc:
+            ok = False
+            say(f"error: cannot write --json {json_path} ({why_not(exc)})")
+    if save:
+        partial = " (partial)" if document["partial"] else ""
+        try:
+            outcome = save_session(document, sessions_dir)
+        except SaveFailed as exc:
+            say(f"error: the session was not saved: {exc}")
+            return False
+        if outcome.problem:
+            ok = False
+            say(f"error: {outcome.problem}; saved it to {outcome.path} instead{partial}")
+        else:
+            say(f"saved {outcome.path}{partial}")
+    return ok
 
 
 @contextmanager
@@ -227,8 +261,10 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     for source in (request.target, request.draft, request.mtp_model):
         if source:
             resolve(source, request.revision if source == request.target else None)
-    run_app(request, sessions_dir=sessions_dir, save_sessions=save)
-    return 0
+    problems = run_app(request, sessions_dir=sessions_dir, save_sessions=save)
+    for line in problems:
+        print(f"specdeck: error: {visible(line, MESSAGE_CHARS)}", file=sys.stderr)
+    return EXIT_NOT_SAVED if problems else 0
 
 
 def cmd_playground(args: argparse.Namespace) -> int:

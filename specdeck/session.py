@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import gc
 import os
-import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass, fields
 from datetime import datetime, timezone
@@ -23,6 +22,7 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
+from specdeck.atomic_files import write_atomic
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
 from specdeck.engines.stats import Stats, compute_stats
 from specdeck.session_check import SessionError, check_trace
@@ -80,10 +80,30 @@ def is_partial(requested: list[str], traces: dict[str, Trace]) -> bool:
     return any(t.done is None or t.done.reason == "cancelled" for t in traces.values())
 
 
+def request_config(request: Any) -> dict:
+    """What a comparison (``engines.compare.CompareRequest``) asked for, as recorded in
+    its document; all a run that died half-way can record (models as named)."""
+
+    def model(source: str | None, revision: str | None = None) -> dict | None:
+        return None if source is None else {"source": source, "path": source,
+                                            "revision": revision}
+
+    return {
+        "prompt": request.prompt,
+        "chat": request.chat,
+        "strategies": request.strategies,
+        "target": model(request.target, request.revision),
+        "draft": model(request.draft),
+        "mtp_model": model(request.mtp_model),
+        "settings": request.settings.to_dict(),
+        "warmup_tokens": request.warmup_tokens,
+    }
+
+
 def compare_config(result: Any) -> dict:
     """The configuration of a comparison (``engines.compare.CompareResult``) as recorded
-    in its document: what ran, on which models, with which settings."""
-    request = result.request
+    in its document: what ran, on which models (where they were loaded from), with which
+    settings."""
 
     def model(entry):
         if entry is None:
@@ -91,15 +111,11 @@ def compare_config(result: Any) -> dict:
         return {"source": entry.source, "path": str(entry.path), "revision": entry.revision}
 
     return {
-        "prompt": request.prompt,
+        **request_config(result.request),
         "prompt_tokens": result.prompt_tokens,
-        "chat": request.chat,
-        "strategies": request.strategies,
         "target": model(result.models.target),
         "draft": model(result.models.draft),
         "mtp_model": model(result.models.mtp.model if result.models.mtp else None),
-        "settings": request.settings.to_dict(),
-        "warmup_tokens": request.warmup_tokens,
         "memory_estimates": {
             name: estimate.to_dict() for name, estimate in (result.memory_estimates or {}).items()
         },
@@ -284,47 +300,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new.
-
-    The bytes go to a temporary file in the same directory, are flushed to disk, and the
-    temporary file is renamed over ``path`` (atomic on POSIX and on Windows).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file private (0600); a saved session is an ordinary file.
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 def save_document(path: Path, document: dict) -> None:

@@ -5,8 +5,14 @@ prompt groups finished so far."""
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
+from datetime import datetime
+from itertools import count
 from pathlib import Path
+from typing import Callable, Iterator
 
 from specdeck.engines.errors import SettingsError
 from specdeck.visible import MESSAGE_CHARS, visible
@@ -53,7 +59,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="refuse to run when the memory estimate exceeds free memory")
     p.add_argument("--noisy-cv", type=float, default=0.05,
                    help="flag cells whose robust CV exceeds this (default 0.05)")
-    p.add_argument("--json", type=Path, help="write the sweep here (default: sessions/)")
+    p.add_argument("--json", type=Path, help="write the sweep here (default: a new file "
+                   "in the sessions folder: $SPECDECK_SESSIONS_DIR, else sessions/)")
     p.add_argument("--chart", type=Path, help="write the chart SVG here (default: beside the JSON)")
 
 
@@ -94,17 +101,82 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
             print(visible(f"  {cell['prompt']} {cell['label']}: {cell['why']}"))
 
 
-def run(args: argparse.Namespace) -> int:
-    from datetime import datetime
+class SweepInterrupts:
+    """Ctrl+C during a sweep. While cells are measured, the first one stops it at once
+    (the prompt groups already finished are kept); every other one, and any while the
+    files are written, only says so: what finished always lands in valid files."""
 
+    def __init__(self) -> None:
+        self.measuring = True
+        self.interrupted = False
+
+    def __enter__(self) -> "SweepInterrupts":
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_interrupt(self, signum: int, frame: object) -> None:
+        if self.measuring and not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        # os.write, not print: a signal handler may interrupt a print in progress.
+        os.write(2, b"\nspecdeck: writing the cells finished so far first\n")
+
+
+def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
+                say: Callable[[str], None]) -> bool:
+    """The sweep's JSON (``json_path``, else a new name in the sessions folder) and its
+    chart (``chart_path``, else beside the JSON). A JSON its place cannot take goes to a
+    fallback place, named; False when anything did not land where it was asked to."""
     import orjson
 
+    from specdeck.atomic_files import write_atomic, write_new
+    from specdeck.chart import speedup_chart_svg
+    from specdeck.session_store import SaveFailed, default_sessions_dir, fall_back, why_not
+
+    data = orjson.dumps(document, option=orjson.OPT_INDENT_2)
+    stem = f"sweep-{datetime.now():%Y%m%d-%H%M%S}"
+
+    def names() -> Iterator[str]:
+        return (f"{stem}{'' if n == 1 else f'-{n}'}.json" for n in count(1))
+
+    ok = True
+    place = json_path or default_sessions_dir()
+    try:
+        if json_path is not None:
+            write_atomic(json_path, data)
+            out = json_path
+        else:
+            out = write_new(place, names(), data)
+    except OSError as exc:
+        ok = False
+        try:
+            out = fall_back(names, data, f"cannot write {place} ({why_not(exc)})").path
+        except SaveFailed as failed:
+            say(f"error: the sweep was not saved: {failed}")
+            return False
+        say(f"error: cannot write {place} ({why_not(exc)}): wrote the sweep to {out} instead")
+    chart = chart_path or out.with_suffix(".svg")
+    try:
+        write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
+    except OSError as exc:
+        say(f"error: cannot write the chart {chart} ({why_not(exc)})")
+        return False
+    say(f"wrote {out} and {chart}")
+    return ok
+
+
+def run(args: argparse.Namespace) -> int:
+    from specdeck.cli import EXIT_INTERRUPTED, EXIT_NOT_SAVED
     from specdeck.engines.config import Sampling
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
     from specdeck.engines.sweep import SweepProgress, SweepRequest, run_sweep, sweep_document
-    from specdeck.chart import speedup_chart_svg
-    from specdeck.session import write_atomic
 
     target, draft = default_models(args.target, args.draft)
     request = SweepRequest(
@@ -120,6 +192,9 @@ def run(args: argparse.Namespace) -> int:
     if "draft" in request.strategies and not request.draft:
         raise SettingsError("sweeping the draft strategy needs a draft model (--draft PATH)")
     request.validate()
+    for path, flag in ((args.json, "--json"), (args.chart, "--chart")):
+        if path is not None and path.is_dir():
+            raise SettingsError(f"{flag} {path} is a directory: name a file to write")
 
     def progress(p: SweepProgress) -> None:
         eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f}s left"
@@ -129,15 +204,18 @@ def run(args: argparse.Namespace) -> int:
     def message(text: str) -> None:
         print(f"specdeck: {visible(text, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
 
-    cells, complete = run_sweep(request, progress=progress, on_message=message)
-    print(file=sys.stderr)
+    with SweepInterrupts() as interrupts:
+        cells, complete = run_sweep(request, progress=progress, on_message=message)
+        interrupts.measuring = False
+        print(file=sys.stderr)
+        if not complete:
+            message(f"interrupted: keeping the {len(cells)} cells finished")
+        document = sweep_document(request, cells, complete, describe_machine())
+        print_sweep(document["cells"], document["recommendations"])
+        sys.stdout.flush()
+        written = write_sweep(document, args.json, args.chart, message)
     if not complete:
-        message(f"interrupted: keeping the {len(cells)} cells finished")
-    document = sweep_document(request, cells, complete, describe_machine())
-    out = args.json or Path("sessions") / f"sweep-{datetime.now():%Y%m%d-%H%M%S}.json"
-    write_atomic(out, orjson.dumps(document, option=orjson.OPT_INDENT_2))
-    chart = args.chart or out.with_suffix(".svg")
-    write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
-    print_sweep(document["cells"], document["recommendations"])
-    message(f"wrote {out} and {chart}")
+        return EXIT_INTERRUPTED
+    if not written:
+        return EXIT_NOT_SAVED
     return 1 if any(c.correct is False for c in cells) else 0

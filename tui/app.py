@@ -31,7 +31,8 @@ from specdeck.engines.events import Done, Event, Trace
 from specdeck.engines.machine import blas_library
 from specdeck.diff import diff_sessions
 from specdeck.engine_host import (
-    EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded, TargetLoaded, ThreadHost,
+    EngineSilent, EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded,
+    TargetLoaded, ThreadHost,
 )
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.session import SCHEMA_VERSION, Session
@@ -170,6 +171,9 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
         self.sessions_dir = sessions_dir
         self.save_sessions = save_sessions
+        #: Runs whose session did not land in the sessions folder, as one line each:
+        #: said again when the app closes (``run_app`` returns them).
+        self.save_problems: list[str] = []
 
     # -- layout ------------------------------------------------------------------------
 
@@ -269,7 +273,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         if payload.run_id != self.run_id:
             return  # a cancelled or replaced run
         handle = {EventBatch: self._events, Progress: self._progress, Estimates: self._estimates,
-                  TargetLoaded: self._target_loaded, RunEnded: self._ended}[type(payload)]
+                  TargetLoaded: self._target_loaded, RunEnded: self._ended,
+                  EngineSilent: self._engine_silent}[type(payload)]
         handle(payload)
 
     @property
@@ -315,16 +320,42 @@ class SpecdeckApp(LiteralNotify, App[None]):
             self._stats_shown_at = now
             self._refresh_stats()
 
+    def _engine_silent(self, message: EngineSilent) -> None:
+        """The engine process stopped answering mid-run (or answers again)."""
+        if message.seconds is None:
+            self._restatus()
+            self.notify("the engine process answers again")
+            return
+        why = message.why or "stopped, or stuck in a long step?"
+        text = (f"the engine process (pid {message.pid}) has not answered for "
+                f"{message.seconds:.0f} s: {why} · c: cancel, r: restart")
+        self.query_one("#status", FixedText).text = visible(text)  # _status_text kept
+        self.notify(text, severity="warning")
+
+    def _saved_line(self, message: RunEnded) -> str:
+        """Where the run's session went; a save that missed the sessions folder is kept
+        in ``save_problems`` and told as a toast too."""
+        if message.save_problem:
+            where = (f"saved to {message.saved} instead" if message.saved
+                     else "nothing was saved")
+            line = f"{message.save_problem}: {where}"
+            self.save_problems.append(line)
+            self.notify(line, severity="error", timeout=30)
+            return f" · {line}"
+        if message.saved and message.error:
+            return f" · kept what arrived in {message.saved}"
+        return f" · saved {message.saved}" if message.saved else ""
+
     def _ended(self, message: RunEnded) -> None:
+        saved = self._saved_line(message)
         if message.error:
             self.phase = "failed"
-            self.set_status(f"error: {message.error}   (s: settings, r: retry)")
+            self.set_status(f"error: {message.error}{saved}   (s: settings, r: retry)")
             for pane in self.panes:
                 if pane.status in ("waiting", "running"):
                     pane.status = "not run"
             return
         self.phase = "measured"
-        saved = f" · saved {message.saved}" if message.saved else ""
         self.set_status(
             f"measured one after another, each warmed up · g: race them in sync{saved}"
         )
@@ -577,12 +608,16 @@ def run_app(
     memory_estimates: dict[str, int] | None = None,
     sessions_dir: "Path | None" = None,
     save_sessions: bool = True,
-) -> None:
+) -> list[str]:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
     ``settings`` (a session's settings dictionary) labels replayed panes (k=..., n=...);
     ``memory_estimates`` (its ``Session.memory_estimates``) go beside the measured peaks.
+    Returns a line for each run whose session did not land in the sessions folder, to
+    say again once the terminal is back.
     """
-    SpecdeckApp(request, traces, settings=settings, title=title,
-                memory_estimates=memory_estimates, sessions_dir=sessions_dir,
-                save_sessions=save_sessions).run()
+    app = SpecdeckApp(request, traces, settings=settings, title=title,
+                      memory_estimates=memory_estimates, sessions_dir=sessions_dir,
+                      save_sessions=save_sessions)
+    app.run()
+    return app.save_problems
