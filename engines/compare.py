@@ -44,6 +44,8 @@ class CompareRequest:
     warmup_tokens: int = 8
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
+    #: Run even when the estimate is beyond the machine's whole memory (else refused).
+    force: bool = False
 
     def validate(self) -> None:
         self.settings.validate()
@@ -143,14 +145,37 @@ def estimate_memory(
     )
 
 
+def check_context(target: ModelInfo, prompt_tokens: int, settings: DecodeSettings) -> str | None:
+    """Refuse a prompt longer than the target's context window (``max_position_embeddings``);
+    a warning when the prompt and ``max_tokens`` together run past it."""
+    window = target.text_config.get("max_position_embeddings")
+    if not isinstance(window, int) or window <= 0:
+        return None
+    if prompt_tokens > window:
+        raise SettingsError(
+            f"the prompt is {prompt_tokens:,} tokens and {target.name} reads at most "
+            f"{window:,} (max_position_embeddings): shorten the prompt"
+        )
+    if prompt_tokens + settings.max_tokens > window:
+        return (f"the prompt ({prompt_tokens:,} tokens) and --max-tokens "
+                f"({settings.max_tokens:,}) run past {target.name}'s {window:,}-token "
+                "context: the output may degrade after it")
+    return None
+
+
 def check_memory(
     request: CompareRequest, store: ModelStore, progress: Callable[[str], None]
 ) -> None:
-    """Before loading: warn through ``progress`` when the largest estimate does not fit
-    in free memory, or refuse (ModelError) under ``request.strict_memory``."""
+    """Before loading: the prompt must fit the target's context (``check_context``); warn
+    through ``progress`` when the largest estimate does not fit in free memory, refuse
+    (ModelError) under ``request.strict_memory``, or when it is beyond the machine's
+    whole memory unless ``request.force``."""
     tokenizer = load_tokenizer(resolve(request.target, request.revision))
     prompt = len(encode_prompt(tokenizer, request.prompt, request.chat))
     described = _described(request)
+    warning = check_context(described[0], prompt, request.settings)
+    if warning:
+        progress(f"warning: {warning}")
     estimates = estimate_memory(request, prompt, described)
     if estimates is None:
         progress("memory not estimated: a model's weights are not downloaded yet")
@@ -160,7 +185,8 @@ def check_memory(
         weight_bytes(m, upcast) for m in {m.path: m for m in described if m}.values()
         if store.holds(m.path, request.revision if m.name == request.target else None)
     )
-    warning = check_headroom(list(estimates.values()), resident, request.strict_memory)
+    warning = check_headroom(list(estimates.values()), resident, request.strict_memory,
+                             force=request.force)
     if warning:
         progress(f"warning: {warning}")
 

@@ -21,6 +21,7 @@ from specdeck.engines.compare import CompareRequest, encode_prompt, load_models
 from specdeck.engines.config import DecodeSettings, Sampling
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Trace
+from specdeck.engines.files import UnreadableFile, read_text
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.stats import Stats, compute_stats, expected_tokens_per_round, median, robust_cv
 from specdeck.engines.strategies import run_strategy
@@ -94,6 +95,8 @@ class SweepRequest:
     sampling: Sampling = field(default_factory=Sampling)
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
+    #: Run even when the estimate is beyond the machine's whole memory (else refused).
+    force: bool = False
 
     def cells(self) -> list[CellSpec]:
         cells = []
@@ -121,12 +124,15 @@ class SweepRequest:
             )
         if self.reps < 1 or self.warmup < 0:
             raise SettingsError("--reps must be >= 1 and --warmup >= 0")
+        if not 0.0 <= self.noisy_cv < float("inf"):
+            raise SettingsError(f"--noisy-cv must be a number >= 0 (got {self.noisy_cv})")
         names = [p.name for p in self.prompts]
         if len(set(names)) != len(names):
             raise SettingsError("two prompts of the sweep have the same name")
         base = DecodeSettings(max_tokens=self.max_tokens, sampling=self.sampling)
-        for cell in self.cells():
+        for cell in self.cells():  # rep r runs with seed + r: both ends must be seeds
             cell.settings(base, self.seed).validate()
+            cell.settings(base, self.seed + self.reps - 1).validate()
 
 
 @dataclass
@@ -301,7 +307,7 @@ def run_sweep(
                 max_tokens=request.max_tokens, num_draft_tokens=max(request.ks, default=1),
                 mtp_depth=max(request.depths, default=1), ngram_k=max(request.ks, default=1),
             ),
-            strict_memory=request.strict_memory,
+            strict_memory=request.strict_memory, force=request.force,
         ),
         store or ModelStore(),
         on_message,
@@ -364,6 +370,13 @@ def run_sweep(
     return cells, True
 
 
+def _read_prompt_file(path: Path) -> str:
+    try:
+        return read_text(path)
+    except (OSError, UnicodeDecodeError, UnreadableFile) as exc:
+        raise SettingsError(f"cannot read the prompt file {path}: {exc}") from None
+
+
 def read_prompt_set(value: str) -> list[SweepPrompt]:
     """Prompts from a prompt file of ``prompts/``'s format, a plain text file, a folder of
     prompt files, a JSONL file (one ``{"prompt": ..., "name"?: ..., "kind"?: ...}`` per
@@ -377,11 +390,11 @@ def read_prompt_set(value: str) -> list[SweepPrompt]:
             raise SettingsError(f"{value} holds no prompt files (*.txt)")
         out = []
         for f in files:
-            p = parse_prompt(f.stem, f.read_text(encoding="utf-8"))
+            p = parse_prompt(f.stem, _read_prompt_file(f))
             out.append(SweepPrompt(p.key, p.text, p.key))
         return out
     if path.is_file():
-        content = path.read_text(encoding="utf-8")
+        content = _read_prompt_file(path)
         if path.suffix == ".jsonl":
             out = []
             for number, line in enumerate(content.splitlines(), 1):

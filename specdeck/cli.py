@@ -15,7 +15,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Callable, Iterator
 
-from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
+from specdeck.engines.config import (
+    MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling,
+)
 from specdeck.engines.errors import ModelError, SettingsError
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
@@ -38,6 +40,7 @@ class UserError(Exception):
 def read_prompt(value: str) -> str:
     """A prompt given as text or as the path of a text file. A file in the format of
     ``prompts/`` (name and description lines, ``---``, the text) gives only its text."""
+    from specdeck.engines.files import UnreadableFile, read_text
     from specdeck.prompts import text_of
 
     path = Path(value).expanduser()
@@ -48,8 +51,8 @@ def read_prompt(value: str) -> str:
     if not is_file:
         return value
     try:
-        content = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        content = read_text(path)
+    except (OSError, UnicodeDecodeError, UnreadableFile) as exc:
         raise UserError(f"cannot read the prompt file {value}: {exc}") from exc
     return text_of(path.stem, content)
 
@@ -82,16 +85,20 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=1.0)
     p.add_argument("--top-k", type=int, default=0)
     p.add_argument("--min-p", type=float, default=0.0)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seed", type=int, default=0, help="0 to 2**64 - 1")
     p.add_argument("--max-kv-size", type=int, help="bound the KV cache (rotating window)")
     p.add_argument("--alternatives", type=int, default=0,
-                   help="record the target's top-N alternatives at each position")
+                   help="record the target's top-N alternatives at each position "
+                   f"(0..{MAX_ALTERNATIVES})")
     p.add_argument("--warmup-tokens", type=int, default=8,
                    help="tokens of the untimed warm-up run per strategy (0: none)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens")
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory "
                    "(default: warn)")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the memory estimate is beyond this machine's whole "
+                   "memory (default: refuse)")
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap the prompt in the chat template")
@@ -155,6 +162,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
         strict_memory=args.strict,
+        force=args.force,
     )
     request.validate()
     if args.json is not None and args.json.is_dir():

@@ -66,17 +66,26 @@ def _table(models: list[ModelInfo]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """List the models; a directory that holds none (or a broken one) is named on stderr,
+    one line each, the others still listed, and the exit status is 2 (bad input)."""
     import orjson
 
-    models = find_models(args.dirs, args.cache_dir, hub=not args.no_cache)
+    from specdeck.engines.errors import ModelError
+    from specdeck.visible import MESSAGE_CHARS, visible
+
+    problems: list[ModelError] = []
+    models = find_models(args.dirs, args.cache_dir, hub=not args.no_cache,
+                         on_problem=problems.append)
     if args.json:
         rows = [{**m.to_dict(), "drafts": [d.name for d in suggest_drafts(m, models)]}
                 for m in models]
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
-    if not models:
+    elif models:
+        _table(models)
+    elif not problems:
         print("specdeck: no models found (name a directory: specdeck models PATH)",
               file=sys.stderr)
-        return 0
-    _table(models)
-    return 0
+    sys.stdout.flush()
+    for problem in problems:
+        print(f"specdeck: error: {visible(str(problem), MESSAGE_CHARS)}", file=sys.stderr)
+    return 2 if problems else 0

@@ -24,6 +24,7 @@ import orjson
 
 from specdeck.atomic_files import write_atomic
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
+from specdeck.engines.files import MAX_FILE_BYTES, TooLarge, UnreadableFile, read_regular
 from specdeck.engines.stats import Stats, compute_stats
 from specdeck.session_check import SessionError, check_trace
 
@@ -251,8 +252,13 @@ def document_traces(document: dict) -> dict[str, Trace]:
     return session_from_document(document).traces
 
 
+#: JSON has no NaN or infinity; another writer may put them in a file all the same.
+_NOT_JSON_NUMBERS = (b"NaN", b"Infinity", b"-Infinity", b"nan", b"inf", b"-inf")
+
+
 def parse_document(data: bytes, source: str = "session") -> Any:
-    """Bytes to a JSON value, telling a truncated file from one that is not JSON."""
+    """Bytes to a JSON value, telling a truncated file from one that is not JSON, and
+    naming a NaN or an infinity (which JSON does not allow) where one stands."""
     if not data.strip():
         raise SessionError(f"{source}: the file is empty")
     try:
@@ -264,19 +270,27 @@ def parse_document(data: bytes, source: str = "session") -> Any:
                 f"{source}: the JSON is truncated (the file ends early; was it copied "
                 "or written only in part?)"
             ) from None
+        word = next((w for w in _NOT_JSON_NUMBERS if data.startswith(w, exc.pos)), None)
+        if word is not None:
+            raise SessionError(
+                f"{source}: {word.decode()} at line {exc.lineno} column {exc.colno} is not "
+                "a number JSON allows (NaN and infinities have no JSON form)"
+            ) from None
         raise SessionError(f"{source}: not JSON ({exc})") from None
 
 
-def read_document(path: str | os.PathLike) -> Any:
-    """Read and parse a specdeck file (a session or a sweep); SessionError names the file
-    and what is wrong with it."""
+def read_document(path: str | os.PathLike, limit: int | None = MAX_FILE_BYTES) -> Any:
+    """Read and parse a specdeck file (a session or a sweep) of at most ``limit`` bytes
+    (None: any size); SessionError names the file and what is wrong with it."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path, limit)
     except FileNotFoundError:
         raise SessionError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SessionError(f"{path}: is a directory, not a session file") from None
+    except TooLarge as exc:
+        raise SessionError(f"{path}: {exc} (--max-file-size SIZE reads it)") from None
+    except UnreadableFile as exc:
+        raise SessionError(f"{path}: {exc}") from None
     except OSError as exc:
         raise SessionError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     return parse_document(data, str(path))

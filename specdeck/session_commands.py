@@ -11,10 +11,36 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from specdeck.engines.files import MAX_FILE_BYTES
+
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
 #: Token edits printed before "... and N more" (``--json`` has them all).
 SHOWN_EDITS = 12
+
+
+def file_size(value: str) -> int | None:
+    """``--max-file-size``: bytes with an optional K, M or G (powers of 1024); 0 or
+    ``none`` for no limit."""
+    text = value.strip().upper().removesuffix("B").removesuffix("I")
+    if text in ("0", "NONE"):
+        return None
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    try:
+        size = int(float(text[:-1] if scale > 1 else text) * scale)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"expected a size like 512M or 2G (0: no limit), got {value!r}") from None
+    if size < 0:
+        raise argparse.ArgumentTypeError(f"a size cannot be negative (got {value!r})")
+    return size
+
+
+def _add_size_limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-file-size", type=file_size, default=MAX_FILE_BYTES, metavar="SIZE",
+                   help="read files up to this size: 512M, 2G, 0 for no limit "
+                   f"(default {MAX_FILE_BYTES // 2**20}M: a file from elsewhere may be "
+                   "endless)")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -25,6 +51,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("file", type=Path, help="a session file (sessions/*.json)")
     replay.add_argument("--headless", action="store_true",
                         help="no app: print each strategy's text and the statistics")
+    _add_size_limit(replay)
 
     diff = sub.add_parser(
         "diff", help="compare two sessions, or two strategies of one",
@@ -42,6 +69,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--pair", nargs=2, metavar=("A_NAME", "B_NAME"),
                        help="compare strategy A_NAME of a with B_NAME of b (or of a)")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
+    _add_size_limit(diff)
 
 
 # --- formatting -----------------------------------------------------------------------
@@ -90,7 +118,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from specdeck.session import read_document, session_from_document
     from specdeck.sweep_file import is_sweep, sweep_from_document
 
-    document = read_document(args.file)
+    document = read_document(args.file, args.max_file_size)
     if is_sweep(document):
         sweep = sweep_from_document(document, args.file)
         if not args.headless:
@@ -206,15 +234,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from specdeck.session import read_document, session_from_document
     from specdeck.sweep_file import is_sweep, sweep_from_document
 
-    document = read_document(args.a)
+    document = read_document(args.a, args.max_file_size)
     if is_sweep(document):
         if args.b is None:
             raise DiffError("a sweep is compared with another sweep: specdeck diff A.json B.json")
+        other = read_document(args.b, args.max_file_size)
         return diff_sweep_files(sweep_from_document(document, args.a),
-                                sweep_from_document(read_document(args.b), args.b), args.json)
+                                sweep_from_document(other, args.b), args.json)
     a = session_from_document(document, args.a)
     same = args.b is None or args.b.resolve() == args.a.resolve()
-    b = a if same else session_from_document(read_document(args.b), args.b)
+    b = a if same else session_from_document(read_document(args.b, args.max_file_size), args.b)
     if args.strategy and same:
         raise DiffError("--strategy compares two sessions; for two strategies of one "
                         "session use --pair A_NAME B_NAME")

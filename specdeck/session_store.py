@@ -16,7 +16,7 @@ from typing import Callable, Iterator
 import orjson
 
 from specdeck.atomic_files import write_new
-from specdeck.session import SessionError, migrate, parse_document
+from specdeck.session import SessionError, migrate, read_document
 
 SUFFIX = ".json"
 
@@ -155,7 +155,7 @@ def summarize_session(path: Path) -> SessionSummary:
     path = Path(path)
     try:
         summary = SessionSummary(path=path, size_bytes=path.stat().st_size)
-        document = migrate(parse_document(path.read_bytes(), str(path)))
+        document = migrate(read_document(path))
     except SessionError as exc:
         summary.problem = str(exc)
         return summary

@@ -57,6 +57,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(repeatable; default: the built-in code and prose prompts)")
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the memory estimate is beyond this machine's whole "
+                   "memory (default: refuse)")
     p.add_argument("--noisy-cv", type=float, default=0.05,
                    help="flag cells whose robust CV exceeds this (default 0.05)")
     p.add_argument("--json", type=Path, help="write the sweep here (default: a new file "
@@ -187,7 +190,7 @@ def run(args: argparse.Namespace) -> int:
         temperatures=args.temp, reps=args.reps, warmup=args.warmup,
         max_tokens=args.max_tokens, seed=args.seed, noisy_cv=args.noisy_cv,
         sampling=Sampling(seed=args.seed),
-        strict_memory=args.strict,
+        strict_memory=args.strict, force=args.force,
     )
     if "draft" in request.strategies and not request.draft:
         raise SettingsError("sweeping the draft strategy needs a draft model (--draft PATH)")
