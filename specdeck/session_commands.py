@@ -312,6 +312,7 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
 def print_diff(report) -> None:
     from rich.table import Table
 
+    from specdeck.diff import quoted
     from specdeck.literal import literal
 
     console = _console()
@@ -331,7 +332,7 @@ def print_diff(report) -> None:
         for edit in pane.edits[:SHOWN_EDITS]:
             console.print(literal(
                 f"  token {edit.a_start} (b {edit.b_start}) {edit.op}: "
-                f"- {edit.a_text!r}  + {edit.b_text!r}",
+                f"- {quoted(edit.a_text)}  + {quoted(edit.b_text)}",
             ))
         if len(pane.edits) > SHOWN_EDITS:
             console.print(f"  ... and {len(pane.edits) - SHOWN_EDITS} more (--json lists all)")

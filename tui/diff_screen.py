@@ -31,9 +31,19 @@ CONTEXT = 12
 DIFF_KINDS = ("equal", "deleted", "inserted", "elided")
 
 
+#: Characters of one run shown inline (a token may be megabytes long).
+EDIT_CHARS = 2000
+
+
+def _capped(text: str) -> str:
+    """``text`` made printable, cut at ``EDIT_CHARS`` with a note of what is left out."""
+    more = len(text) - EDIT_CHARS
+    return printable(text[:EDIT_CHARS]) + (f" ⋯ {more:,} more characters ⋯" if more > 0 else "")
+
+
 def _marked(text: str, kind: str) -> str:
     # A changed newline would be invisible: show it, then break the line as the text does.
-    shown = printable(text).replace("\n", "↵\n")
+    shown = _capped(text).replace("\n", "↵\n")
     return f"[-{shown}-]" if kind == "deleted" else f"{{+{shown}+}}"
 
 
@@ -54,13 +64,13 @@ def inline_diff(
         hidden = end - start - keep_head - keep_tail
         if hidden <= 1:  # not worth a note
             if end > start:
-                runs.append((printable("".join(pieces[start:end])), "equal"))
+                runs.append((_capped("".join(pieces[start:end])), "equal"))
             return
         if keep_head:
-            runs.append((printable("".join(pieces[start : start + keep_head])), "equal"))
+            runs.append((_capped("".join(pieces[start : start + keep_head])), "equal"))
         runs.append((f" ⋯ {hidden} equal tokens ⋯ ", "elided"))
         if keep_tail:
-            runs.append((printable("".join(pieces[end - keep_tail : end])), "equal"))
+            runs.append((_capped("".join(pieces[end - keep_tail : end])), "equal"))
 
     position = 0
     for edit in pane.edits:

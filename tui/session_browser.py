@@ -33,8 +33,9 @@ from specdeck.session_store import (
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.visible import visible
 
-#: Prompt lines shown in the preview.
+#: Prompt lines shown in the preview, and characters of each (a line may be megabytes).
 PROMPT_LINES = 6
+PROMPT_LINE_CHARS = 500
 #: Preview columns: (statistic, heading).
 PREVIEW_STATS = (("generated_tokens", "tokens"), ("tokens_per_s", "tok/s"),
                  ("acceptance_rate", "accepted"), ("speedup_vs_plain", "vs plain"),
@@ -78,7 +79,7 @@ def preview(summary: SessionSummary) -> Group:
         parts += [Text(""), table]
     if summary.prompt is not None:
         lines = summary.prompt.splitlines() or [""]
-        shown = "\n".join(lines[:PROMPT_LINES])
+        shown = "\n".join(line[:PROMPT_LINE_CHARS] for line in lines[:PROMPT_LINES])
         more = f"\n… {len(lines) - PROMPT_LINES} more lines" if len(lines) > PROMPT_LINES else ""
         parts += [Text(""), Text("prompt", style="bold"), literal(shown + more)]
     return Group(*parts)
