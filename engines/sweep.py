@@ -390,7 +390,10 @@ def read_prompt_set(value: str) -> list[SweepPrompt]:
             raise SettingsError(f"{value} holds no prompt files (*.txt)")
         out = []
         for f in files:
-            p = parse_prompt(f.stem, _read_prompt_file(f))
+            try:
+                p = parse_prompt(f.stem, _read_prompt_file(f))
+            except ValueError as exc:  # not in the format of prompts/
+                raise SettingsError(f"{f}: {exc}") from None
             out.append(SweepPrompt(p.key, p.text, p.key))
         return out
     if path.is_file():
