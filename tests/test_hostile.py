@@ -22,7 +22,7 @@ from rich.console import Console
 from textual.widgets import DataTable, Input
 
 from hostile import (
-    FRAGMENTS, OSC0, OSC52, QUIT, STRATEGY_NAMES, every_fragment, hostile_document, hostile_sweep,
+    CLEAR, FRAGMENTS, OSC0, OSC52, QUIT, STRATEGY_NAMES, every_fragment, hostile_document, hostile_sweep,
     hostile_text, screenshot_click,
 )
 from specdeck.cli import main
@@ -109,6 +109,29 @@ def test_markup_is_printed_as_written(tmp_path, capsys) -> None:
     save_document(path, hostile_document(OSC0, ["plain", "draft"]))
     code, out = run_cli(capsys, "replay", str(path), "--headless")
     assert visible(OSC0) in out and "␛]0;pwned-title␇" in out
+
+
+def test_the_compare_summary_and_its_messages_show_hostile_paths_literally(
+        tiny_family, tmp_path, capsys) -> None:
+    """Model paths, the --json path and the sessions folder are named in progress and
+    error lines: with escapes and markup in them, nothing reaches the terminal."""
+    name = file_name(f"{OSC0}{QUIT}{OSC52}")
+    plain = file_name(f"{OSC0}{OSC52}")  # mlx-lm globs model folders: no brackets there
+    target = tmp_path / f"target{plain}"
+    target.symlink_to(tiny_family["llama_target"])
+    draft = tmp_path / f"draft{plain}"
+    draft.symlink_to(tiny_family["llama_draft"])
+    blocker = tmp_path / f"sessions{name}"
+    blocker.write_text("a file where the sessions folder should be")
+    code, out = run_cli(capsys, "compare", "--headless", "--target", str(target),
+                        "--draft", str(draft), "--strategies", "plain,draft", "--prompt",
+                        f"{QUIT}{CLEAR}", "--max-tokens", "8", "--warmup-tokens", "0",
+                        "--json", str(tmp_path / f"out{name}.json"),
+                        "--sessions-dir", str(blocker))
+    assert code == 3, out  # the session went to the fallback place, named
+    assert_inert(out)
+    assert "[@click=app.quit]quit[_]" in out and "␛]0;pwned-title␇" in out
+    assert "plain: 8 tokens" in out
 
 
 def hostile_model_dir(root: Path, text: str) -> Path:

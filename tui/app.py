@@ -171,6 +171,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
         self.sessions_dir = sessions_dir
         self.save_sessions = save_sessions
+        self._engine_was_silent = False
         #: Runs whose session did not land in the sessions folder, as one line each:
         #: said again when the app closes (``run_app`` returns them).
         self.save_problems: list[str] = []
@@ -321,16 +322,20 @@ class SpecdeckApp(LiteralNotify, App[None]):
             self._refresh_stats()
 
     def _engine_silent(self, message: EngineSilent) -> None:
-        """The engine process stopped answering mid-run (or answers again)."""
+        """The engine process stopped answering mid-run (or answers again): said in the
+        status line while it lasts, and in a toast when it starts and ends."""
         if message.seconds is None:
+            self._engine_was_silent = False
             self._restatus()
             self.notify("the engine process answers again")
             return
         why = message.why or "stopped, or stuck in a long step?"
         text = (f"the engine process (pid {message.pid}) has not answered for "
-                f"{message.seconds:.0f} s: {why} · c: cancel, r: restart")
+                f"{message.seconds:.0f} s: {why} · c: cancel, q: quit")
         self.query_one("#status", FixedText).text = visible(text)  # _status_text kept
-        self.notify(text, severity="warning")
+        if not self._engine_was_silent:
+            self._engine_was_silent = True
+            self.notify(text, severity="warning")
 
     def _saved_line(self, message: RunEnded) -> str:
         """Where the run's session went; a save that missed the sessions folder is kept
