@@ -132,19 +132,20 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
               cancelled: Callable[[], bool], clock: Callable[[], float]) -> None:
     """Run one comparison, sending its events in batches and a ``RunEnded`` last."""
     from specdeck.engines.compare import run_compare
+    from specdeck.engines.machine import describe_machine
 
     run_id, request = command.run_id, command.request
     batcher = EventBatcher(lambda batch: send(EventBatch(run_id, batch)))
     announced = False
 
+    machine = describe_machine()  # before the run: nothing measured waits on it
+
     def on_event(name: str, event: Event) -> None:
         nonlocal announced
         if not announced:  # the first event: the target is loaded
-            from specdeck.engines.machine import describe_machine
-
             announced = True
             path = str(store.get(request.target, request.revision).path)
-            send(TargetLoaded(run_id, path, describe_machine()))
+            send(TargetLoaded(run_id, path, machine))
         batcher.add(name, event)
 
     error = saved = save_problem = None
@@ -157,7 +158,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
             cancelled=cancelled, clock=clock,
         )
         if command.save and result.traces:
-            saved, save_problem = _save(result, command.sessions_dir)
+            saved, save_problem = _save(result, machine, command.sessions_dir)
     except (SettingsError, ModelError) as exc:
         error = str(exc)
     except Exception as exc:  # shown in the app, which stays usable
@@ -166,13 +167,13 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
     send(RunEnded(run_id, error, saved, save_problem))
 
 
-def _save(result: "CompareResult", sessions_dir: str | None) -> tuple[str | None, str | None]:
+def _save(result: "CompareResult", machine: dict,
+          sessions_dir: str | None) -> tuple[str | None, str | None]:
     """Save a measured (or cancelled: partial) run, as ``specdeck compare`` does: (where,
     why not in the sessions folder)."""
-    from specdeck.engines.machine import describe_machine
     from specdeck.session import build_document, compare_config
 
-    document = build_document(compare_config(result), describe_machine(), result.traces)
+    document = build_document(compare_config(result), machine, result.traces)
     return save_where_possible(document, sessions_dir)
 
 
@@ -374,8 +375,9 @@ class ProcessHost:
             self._deliver(RunEnded(unfinished, why + (f": {last}" if last else "")))
 
     def _watch(self, process: Any) -> None:
-        """While a run is in flight, tell the app (again every ``silent_after`` seconds)
-        that the child has sent nothing, not even a heartbeat, for that long."""
+        """While a run is in flight, tell the app (again every second, with the count)
+        that the child has sent nothing, not even a heartbeat, for ``silent_after``
+        seconds or more."""
         told_at = 0.0
         while process.is_alive() and self._process is process:
             time.sleep(min(0.5, self._silent_after / 4))
@@ -384,7 +386,7 @@ class ProcessHost:
                 busy = self._last_submitted > self._last_ended
                 run = self._last_submitted
                 due = busy and silent >= self._silent_after and (
-                    not self._silent or silent - told_at >= self._silent_after)
+                    not self._silent or silent - told_at >= 1.0)
                 if due:
                     self._silent, told_at = True, silent
             if due:

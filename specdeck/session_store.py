@@ -82,6 +82,8 @@ class SaveFailed(OSError):
 
 def why_not(exc: OSError) -> str:
     """What an OSError says in a one-line message ("No space left on device")."""
+    if isinstance(exc, FileExistsError) and exc.filename and Path(exc.filename).is_file():
+        return "a file is in the way of the folder"  # mkdir's own word is "File exists"
     return exc.strerror or str(exc) or type(exc).__name__
 
 

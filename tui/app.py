@@ -337,33 +337,33 @@ class SpecdeckApp(LiteralNotify, App[None]):
             self._engine_was_silent = True
             self.notify(text, severity="warning")
 
-    def _saved_line(self, message: RunEnded) -> str:
-        """Where the run's session went; a save that missed the sessions folder is kept
-        in ``save_problems`` and told as a toast too."""
-        if message.save_problem:
-            where = (f"saved to {message.saved} instead" if message.saved
-                     else "nothing was saved")
-            line = f"{message.save_problem}: {where}"
-            self.save_problems.append(line)
-            self.notify(line, severity="error", timeout=30)
-            return f" · {line}"
-        if message.saved and message.error:
-            return f" · kept what arrived in {message.saved}"
-        return f" · saved {message.saved}" if message.saved else ""
+    def _save_problem(self, message: RunEnded) -> str:
+        """A save that missed the sessions folder, as one line (empty: none), kept in
+        ``save_problems`` and told as a toast too."""
+        if not message.save_problem:
+            return ""
+        where = f"saved to {message.saved} instead" if message.saved else "nothing was saved"
+        line = f"{message.save_problem}: {where}"
+        self.save_problems.append(line)
+        self.notify(line, severity="error", timeout=30)
+        return line
 
     def _ended(self, message: RunEnded) -> None:
-        saved = self._saved_line(message)
+        problem = self._save_problem(message)
+        # A failed save leads: it matters most, and a narrow status line cuts the end.
+        lead = f"⚠ {problem} · " if problem else ""
+        saved = message.saved if message.saved and not problem else None
         if message.error:
             self.phase = "failed"
-            self.set_status(f"error: {message.error}{saved}   (s: settings, r: retry)")
+            kept = f" · kept what arrived in {saved}" if saved else ""
+            self.set_status(f"{lead}error: {message.error}{kept}   (s: settings, r: retry)")
             for pane in self.panes:
                 if pane.status in ("waiting", "running"):
                     pane.status = "not run"
             return
         self.phase = "measured"
-        self.set_status(
-            f"measured one after another, each warmed up · g: race them in sync{saved}"
-        )
+        self.set_status(f"{lead}measured one after another, each warmed up · g: race them "
+                        f"in sync{f' · saved {saved}' if saved else ''}")
 
     def action_cancel(self) -> None:
         """Stop now: panes keep what they have; later events of the run are dropped."""
