@@ -19,6 +19,7 @@ _PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0x80, 0xA
 _PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0xD800, 0xE000)})
 
 _ONE_LINE = {**_PRINTABLE, ord("\n"): "↵"}
+_ONE_FOR_ONE = {**_PRINTABLE, ord("\t"): "\t"}
 
 #: Characters of a one-line message (an error, a progress line): a message may quote a
 #: hostile or enormous file, and must still read as one line.
@@ -37,3 +38,9 @@ def visible(text: str, limit: int | None = None) -> str:
     if limit is not None and len(text) > limit:
         text = text[: max(limit - 1, 0)] + "…"
     return text.translate(_ONE_LINE)
+
+
+def pictured(text: str) -> str:
+    """``text`` with control characters shown one for one (newlines and tabs kept): the
+    same length, for fields a person edits, whose cursor counts characters."""
+    return text.translate(_ONE_FOR_ONE)

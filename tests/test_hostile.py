@@ -286,10 +286,14 @@ async def test_the_session_browser_lists_previews_renames_and_deletes_hostile_fi
         assert_inert(screen_text(app))
         await pilot.press("escape")
         await pilot.pause()
-        await pilot.press("r")  # rename: the field shows the name, escapes visible
+        await pilot.press("r")  # rename: the field holds the name, shows escapes as ␛
         await pilot.pause()
         field = app.screen.query_one(Input)
-        assert "\x1b" not in field.value
+        assert_inert(screen_text(app))
+        field.value = f"{OSC0}"
+        await pilot.pause()
+        assert_inert(screen_text(app))
+        assert "␛]0;pwned-title" in screen_text(app)
         field.value = "[b]renamed[i] [link=x]"
         await pilot.press("enter")
         await pilot.pause()
@@ -320,10 +324,21 @@ async def test_settings_and_the_model_picker_show_hostile_models_literally(tmp_p
 
     for i, text in enumerate([QUIT, OSC0, "[/]", "\x1b[2J"]):
         hostile_model_dir(tmp_path, f"{i}{text}")
-    app = SettingsHost(compare_request(tmp_path / f"0{QUIT}"))
+    request = compare_request(tmp_path / f"1{OSC0}")
+    request.prompt = f"{OSC52}{QUIT}"
+    app = SettingsHost(request)
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
         assert isinstance(app.screen, SettingsScreen)
+        shown = screen_text(app)  # a field and the prompt area holding escapes
+        assert_inert(shown)
+        assert "␛]52;c;" in shown
+        target = app.screen.query_one("#target", Input)
+        target.value = f"a{OSC0}"
+        target.cursor_position = 0  # the field scrolls to its start
+        await pilot.pause()
+        assert target.render_line(0).text.startswith("a␛]0;")
+        assert_inert(screen_text(app))
         app.screen.query_one("#k", Input).value = f"{QUIT}{OSC0}"
         await pilot.click("#apply")  # refused: the message quotes the field as typed
         await pilot.pause()

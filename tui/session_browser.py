@@ -31,7 +31,7 @@ from specdeck.session_store import (
     rename_session,
 )
 from specdeck.tui.diff_screen import DiffScreen
-from specdeck.visible import visible
+from specdeck.tui.safe_text import ControlPictures
 
 #: Prompt lines shown in the preview, and characters of each (a line may be megabytes).
 PROMPT_LINES = 6
@@ -98,7 +98,7 @@ class RenameDialog(ModalScreen["Path | None"]):
         with Vertical(id="rename-body", classes="dialog"):
             yield Static(literal(f"Rename {self.path.name}", one_line=True),
                          classes="dialog-title")
-            yield Input(visible(self.path.stem), id="rename-name")
+            yield Input(self.path.stem, id="rename-name", highlighter=ControlPictures())
             yield Label("", id="rename-error", markup=False)
 
     @on(Input.Submitted)
