@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from specdeck.engines.errors import ModelError
+from specdeck.engines.files import UnreadableFile, open_regular, read_regular
 
 #: Bytes per element of each safetensors dtype.
 DTYPE_BYTES = {
@@ -45,6 +47,26 @@ _DROPPED_PREFIXES = ("vision_tower.", "model.visual.", "visual.", "audio_tower."
 MTP_KEY_PREFIXES = ("mtp.", "language_model.mtp.")
 MTP_SIDECARS = ("optiq/mtp.safetensors", "mtp.safetensors", "mtp/weights.safetensors",
                 "model-mtp.safetensors")
+#: The most a config may claim of each size: more than any real model has. A config
+#: beyond them is broken or hostile, and is refused before anything is built from it
+#: (100,000 layers took 112 s and 9 GB to fail).
+CONFIG_LIMITS = {
+    "num_hidden_layers": 1024, "hidden_size": 131_072, "intermediate_size": 1 << 20,
+    "moe_intermediate_size": 1 << 20, "vocab_size": 1 << 22, "num_attention_heads": 1024,
+    "num_key_value_heads": 1024, "head_dim": 8192, "num_experts": 4096,
+    "num_local_experts": 4096, "num_experts_per_tok": 1024, "max_position_embeddings": 1 << 27,
+    "mtp_num_hidden_layers": 64, "num_nextn_predict_layers": 64,
+    "linear_num_key_heads": 1024, "linear_num_value_heads": 1024,
+    "linear_key_head_dim": 8192, "linear_value_head_dim": 8192,
+    "linear_conv_kernel_dim": 1024, "full_attention_interval": 1024,
+}
+#: What a model's own files may ask for that would run its code: transformers'
+#: ``auto_map`` (asks ``[y/N]`` on the terminal unless told no) and mlx-lm's
+#: ``model_file``.
+CUSTOM_CODE_KEYS = {"config.json": ("auto_map", "model_file"),
+                    "tokenizer_config.json": ("auto_map",)}
+#: JSON files of a model are small; a tokenizer.json of a 256k vocabulary is ~35 MB.
+JSON_BYTES = 128 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,28 +146,82 @@ class ModelInfo:
 def read_safetensors_header(path: Path) -> list[Tensor]:
     """The tensors a safetensors file holds, from its header only."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             raw = f.read(8)
             if len(raw) != 8:
                 raise ValueError("shorter than its 8-byte header length")
             (length,) = struct.unpack("<Q", raw)
             if length > 100 * 2**20:
                 raise ValueError(f"implausible header length {length}")
-            header = json.loads(f.read(length))
-    except (OSError, ValueError) as exc:
+            header = json.loads(f.read(length), parse_constant=_no_constant)
+        return [
+            Tensor(name, str(entry["dtype"]), tuple(int(d) for d in entry["shape"]))
+            for name, entry in header.items()
+            if name != "__metadata__"
+        ]
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
         raise ModelError(f"{path} is not a readable safetensors file ({exc})") from exc
-    return [
-        Tensor(name, entry["dtype"], tuple(entry["shape"]))
-        for name, entry in header.items()
-        if name != "__metadata__"
-    ]
+
+
+def _no_constant(word: str) -> Any:
+    """JSON has no NaN or infinity (Python's json reads them): name one where it stands."""
+    raise ValueError(f"{word} is not a number JSON allows")
 
 
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as exc:
+        return json.loads(read_regular(path, JSON_BYTES).decode("utf-8"),
+                          parse_constant=_no_constant)
+    except (OSError, UnicodeDecodeError, ValueError) as exc:  # UnreadableFile, JSON errors
         raise ModelError(f"cannot read {path}: {exc}") from exc
+
+
+def check_config(config: dict, where: str) -> None:
+    """Refuse a config whose sizes no real model has (``CONFIG_LIMITS``) or that names a
+    file outside its folder, before anything is allocated from it."""
+    text = config.get("text_config")
+    for section in (config, text) if isinstance(text, dict) else (config,):
+        for key, most in CONFIG_LIMITS.items():
+            value = section.get(key)
+            if value is not None and (type(value) is not int or not 0 <= value <= most):
+                shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:39] + "…"
+                raise ModelError(f"{where}: {key} is {shown}, not a whole number from 0 to "
+                                 f"{most:,}; no model is that large (a broken config?)")
+    extra = config.get("mlx_lm_extra_tensors")
+    mtp_file = extra.get("mtp_file") if isinstance(extra, dict) else None
+    if mtp_file is not None and (
+        not isinstance(mtp_file, str) or Path(mtp_file).is_absolute()
+        or ".." in Path(mtp_file).parts
+    ):
+        raise ModelError(f"{where}: mlx_lm_extra_tensors.mtp_file must name a file inside "
+                         "the model's folder")
+
+
+def read_config(path: Path) -> dict:
+    """``path/config.json``, read (bounded), parsed and checked (``check_config``)."""
+    file = path / "config.json"
+    config = _read_json(file)
+    if not isinstance(config, dict):
+        raise ModelError(f"{file} does not hold a JSON object")
+    check_config(config, str(file))
+    return config
+
+
+def refuse_custom_code(path: Path) -> None:
+    """specdeck never runs code a model ships: a folder whose config or tokenizer config
+    names its own Python classes (``CUSTOM_CODE_KEYS``) is refused, before transformers
+    or mlx-lm read it."""
+    for name, keys in CUSTOM_CODE_KEYS.items():
+        file = path / name
+        if not file.exists():
+            continue
+        data = _read_json(file)
+        found = [key for key in keys if isinstance(data, dict) and data.get(key)]
+        if found:
+            raise ModelError(
+                f"{file} asks to run code shipped with the model ({found[0]}); specdeck "
+                "never runs a model's own code: use a model that needs none"
+            )
 
 
 def is_mtp_key(name: str) -> bool:
@@ -223,7 +299,11 @@ def _tokenizer_fingerprint(path: Path) -> tuple[str | None, int | None]:
         return digest.hexdigest()[:12], size
     for name in ("tokenizer.model", "tokenizer.tiktoken"):
         if (path / name).is_file():
-            return hashlib.sha256((path / name).read_bytes()).hexdigest()[:12], None
+            try:
+                data = read_regular(path / name, JSON_BYTES)
+            except (OSError, UnreadableFile) as exc:
+                raise ModelError(f"cannot read {path / name}: {exc}") from exc
+            return hashlib.sha256(data).hexdigest()[:12], None
     return None, None
 
 
@@ -235,7 +315,10 @@ def token_decoder(path: Path) -> Callable[[list[int]], str] | None:
         return None
     from tokenizers import Tokenizer
 
-    tokenizer = Tokenizer.from_file(str(file))
+    try:
+        tokenizer = Tokenizer.from_str(read_regular(file, JSON_BYTES).decode("utf-8"))
+    except Exception:  # unreadable, or tokenizers' own error: alternatives go unnamed
+        return None
     return lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
 
 
@@ -266,11 +349,31 @@ def describe_dir(
     path: Path | str, name: str | None = None, source: str = "dir",
     revision: str | None = None, size_on_disk: int | None = None,
 ) -> ModelInfo:
-    """Describe the model in ``path``; ModelError when it is not one."""
+    """Describe the model in ``path``; ModelError when it is not one (a config or header
+    of the wrong shape included)."""
     path = require_model_dir(Path(path).expanduser())
-    config = _read_json(path / "config.json")
-    if not isinstance(config, dict):
-        raise ModelError(f"{path / 'config.json'} does not hold a JSON object")
+    config = read_config(path)
+    try:
+        return _describe(path, config, name, source, revision, size_on_disk)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+        raise ModelError(f"{path / 'config.json'} is not a model description specdeck "
+                         f"can read ({type(exc).__name__}: {exc})") from exc
+
+
+def _size_on_disk(path: Path) -> int:
+    """Bytes of the files under ``path`` (links to folders not followed: no loops)."""
+    total = 0
+    for folder, _, files in os.walk(path):
+        for name in files:
+            try:
+                total += os.stat(os.path.join(folder, name)).st_size
+            except OSError:
+                continue
+    return total
+
+
+def _describe(path: Path, config: dict, name: str | None, source: str,
+              revision: str | None, size_on_disk: int | None) -> ModelInfo:
     text = config.get("text_config") or config
     model_type = str(text.get("model_type") or config.get("model_type") or "unknown")
     architecture = (config.get("architectures") or [model_type])[0]
@@ -295,7 +398,7 @@ def describe_dir(
             floats[t.dtype] = floats.get(t.dtype, 0) + t.nbytes
     fingerprint, vocab = _tokenizer_fingerprint(path)
     if size_on_disk is None:
-        size_on_disk = sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+        size_on_disk = _size_on_disk(path)
     return ModelInfo(
         name=name or path.name,
         path=path,
@@ -351,22 +454,37 @@ def scan_hf_cache(cache_dir: Path | str | None = None) -> list[ModelInfo]:
 
 
 def find_models(dirs: Iterable[Path | str] = (), cache_dir: Path | str | None = None,
-                hub: bool = True) -> list[ModelInfo]:
+                hub: bool = True,
+                on_problem: Callable[[ModelError], None] | None = None) -> list[ModelInfo]:
     """The models in each of ``dirs`` (a model directory, or a folder of them), then
-    those in the Hugging Face cache; ModelError for a named path holding no model."""
-    found = []
+    those in the Hugging Face cache. A named path holding no usable model raises
+    ModelError, or, given ``on_problem``, is handed to it and the others still listed."""
+    found: list[ModelInfo] = []
+
+    def problem(error: ModelError) -> None:
+        if on_problem is None:
+            raise error
+        on_problem(error)
+
+    def add(path: Path) -> None:
+        try:
+            found.append(describe_dir(path))
+        except ModelError as exc:
+            problem(exc)
+
     for d in dirs:
         path = Path(d).expanduser()
         if (path / "config.json").is_file() or not path.is_dir():
-            found.append(describe_dir(path))
+            add(path)
             continue
         inner = [p for p in sorted(path.iterdir()) if (p / "config.json").is_file()]
         if not inner:
-            raise ModelError(
+            problem(ModelError(
                 f"{d} is not a model directory and holds none: no config.json in it or "
                 "its subfolders (point at the folder that holds config.json)"
-            )
-        found.extend(describe_dir(p) for p in inner)
+            ))
+        for p in inner:
+            add(p)
     if hub:
         found.extend(scan_hf_cache(cache_dir))
     return found

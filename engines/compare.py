@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, replace
 from typing import Any, Callable
 
+from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.events import Event, Trace
@@ -89,8 +90,10 @@ def prepare(
     progress: Callable[[str], None] = lambda _: None,
 ) -> Prepared:
     """Everything before loading: refuse a draft or MTP model whose tokenizer differs
-    from the target's, tokenize the prompt, estimate memory and warn through
-    ``progress`` when it does not fit (refuse, ModelError, under ``strict_memory``)."""
+    from the target's, tokenize the prompt and check it against the target's context
+    (``check_context``), estimate memory and warn through ``progress`` when it does not
+    fit (refuse, ModelError, under ``strict_memory``, or beyond the machine's whole
+    memory unless ``force``)."""
     target, draft, mtp = described = describe_models(request, store)
     tokenizer = store.tokenizer(target.path, request.revision)
     for role, source, info in (("draft", request.draft, draft), ("MTP", request.mtp_model, mtp)):
@@ -98,6 +101,9 @@ def prepare(
             progress(f"checking that {source} shares {request.target}'s tokenizer")
             check_pair(request.target, source, tokenizer, store.tokenizer(info.path), role)
     prompt = encode_prompt(tokenizer, request.prompt, request.chat)
+    warning = check_context(described[0], len(prompt), request.settings)
+    if warning:
+        progress(f"warning: {warning}")
     estimates = estimate_memory(request, len(prompt), described)
     if estimates is None:
         progress("memory not estimated: a model's weights are not downloaded yet")
@@ -107,10 +113,29 @@ def prepare(
             weight_bytes(m, upcast) for m in {m.path: m for m in described if m}.values()
             if store.holds(m.path, request.revision if m.name == request.target else None)
         )
-        warning = check_headroom(list(estimates.values()), resident, request.strict_memory)
+        warning = check_headroom(list(estimates.values()), resident, request.strict_memory,
+                                 force=request.force)
         if warning:
             progress(f"warning: {warning}")
     return Prepared(described, prompt, estimates)
+
+
+def check_context(target: ModelInfo, prompt_tokens: int, settings: DecodeSettings) -> str | None:
+    """Refuse a prompt longer than the target's context window (``max_position_embeddings``);
+    a warning when the prompt and ``max_tokens`` together run past it."""
+    window = target.text_config.get("max_position_embeddings")
+    if not isinstance(window, int) or window <= 0:
+        return None
+    if prompt_tokens > window:
+        raise SettingsError(
+            f"the prompt is {prompt_tokens:,} tokens and {target.name} reads at most "
+            f"{window:,} (max_position_embeddings): shorten the prompt"
+        )
+    if prompt_tokens + settings.max_tokens > window:
+        return (f"the prompt ({prompt_tokens:,} tokens) and --max-tokens "
+                f"({settings.max_tokens:,}) run past {target.name}'s {window:,}-token "
+                "context: the output may degrade after it")
+    return None
 
 
 def load_models(

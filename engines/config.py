@@ -5,6 +5,7 @@ Plain dataclasses without mlx, so sessions can carry them to machines without it
 
 from __future__ import annotations
 
+import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any
 
@@ -14,6 +15,11 @@ STRATEGIES = ("plain", "draft", "mtp", "ngram")
 
 MAX_DRAFT_TOKENS = 16
 MAX_MTP_DEPTH = 8
+#: The target's top alternatives recorded per position: enough to explain a choice; each
+#: one is stored for every position of the session.
+MAX_ALTERNATIVES = 64
+#: Seeds are mlx's: unsigned 64-bit.
+SEEDS = range(2**64)
 
 #: The JSON types each annotated field type accepts (exactly: true is not a number).
 _JSON_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,),
@@ -67,14 +73,16 @@ class Sampling:
         return _from_dict(cls, data)
 
     def validate(self) -> None:
-        if not self.temperature >= 0.0:
-            raise SettingsError(f"temperature must be >= 0 (got {self.temperature})")
+        if not 0.0 <= self.temperature < math.inf:
+            raise SettingsError(f"temperature must be a number >= 0 (got {self.temperature})")
         if not 0.0 < self.top_p <= 1.0:
             raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p})")
         if self.top_k < 0:
             raise SettingsError(f"top-k must be >= 0, 0 meaning off (got {self.top_k})")
         if not 0.0 <= self.min_p < 1.0:
             raise SettingsError(f"min-p must be in [0, 1) (got {self.min_p})")
+        if self.seed not in SEEDS:
+            raise SettingsError(f"the seed must be from 0 to 2**64 - 1 (got {self.seed})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,8 +125,9 @@ class DecodeSettings:
             raise SettingsError(
                 f"n-gram drafts must be between 1 and {MAX_DRAFT_TOKENS} (got {self.ngram_k})"
             )
-        if self.alternatives < 0:
-            raise SettingsError(f"alternatives must be >= 0 (got {self.alternatives})")
+        if not 0 <= self.alternatives <= MAX_ALTERNATIVES:
+            raise SettingsError(
+                f"alternatives must be from 0 to {MAX_ALTERNATIVES} (got {self.alternatives})")
         if self.prefill_step_size < 1:
             raise SettingsError("prefill step size must be >= 1")
         if self.max_kv_size is not None and self.max_kv_size < 8:

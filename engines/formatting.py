@@ -9,9 +9,10 @@ strips and messages.
 
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from specdeck.engines.catalog import ModelInfo
+if TYPE_CHECKING:  # annotations only: engines.files formats sizes and catalog reads files
+    from specdeck.engines.catalog import ModelInfo
 
 #: What a value that is not known (yet) shows as.
 MISSING = "–"

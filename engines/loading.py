@@ -3,6 +3,9 @@
 Errors a user can cause (a wrong path, an id that is not in the cache while offline, a
 draft whose tokenizer differs from the target's) raise ``ModelError`` with a message that
 names the problem and the fix; the tokenizer check runs before any weights are read.
+A model folder is untrusted: before transformers or mlx-lm read it, its config is checked
+(``catalog.read_config``) and a folder asking to run its own code is refused; every load
+passes ``trust_remote_code=False`` besides.
 """
 
 from __future__ import annotations
@@ -16,11 +19,13 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map
 
-from specdeck.engines.catalog import require_model_dir
+from specdeck.engines.catalog import read_config, refuse_custom_code, require_model_dir
 from specdeck.engines.errors import ModelError
 
 #: Files needed to read a model's configuration and tokenizer without its weights.
 _TOKENIZER_PATTERNS = ["*.json", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja"]
+#: Said to transformers on every tokenizer load: never run a model's own code, never ask.
+_NO_REMOTE_CODE = {"trust_remote_code": False}
 
 
 @dataclass
@@ -47,7 +52,15 @@ def _looks_like_hub_id(source: str) -> bool:
 
 
 def resolve(source: str, revision: str | None = None) -> Path:
-    """The local directory holding ``source``'s config and tokenizer (no weights yet)."""
+    """The local directory holding ``source``'s config and tokenizer (no weights yet),
+    checked: a sane config, and no code of its own to run."""
+    path = _find(source, revision)
+    read_config(path)
+    refuse_custom_code(path)
+    return path
+
+
+def _find(source: str, revision: str | None) -> Path:
     path = Path(source).expanduser()
     if path.exists():
         return require_model_dir(path, source)
@@ -75,9 +88,16 @@ def load_tokenizer(path: Path) -> Any:
     from mlx_lm.utils import load_tokenizer as _load
 
     try:
-        return _load(path)
+        return _load(path, dict(_NO_REMOTE_CODE))
     except Exception as exc:
-        raise ModelError(f"cannot read the tokenizer in {path}: {exc}") from exc
+        raise ModelError(f"cannot read the tokenizer in {path}: {_short(exc)}") from exc
+
+
+def _short(exc: Exception) -> str:
+    """An exception's message cut to one readable line (mlx-lm lists every missing
+    parameter of a broken model: megabytes)."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= 300 else text[:299] + "…"
 
 
 def vocabulary_mismatch(a: Any, b: Any) -> str | None:
@@ -189,10 +209,13 @@ class ModelStore:
 
         target = str(path) if Path(source).expanduser().exists() else source
         try:
-            model, tokenizer, config = load(target, revision=revision, return_config=True)
+            model, tokenizer, config = load(
+                target, revision=revision, return_config=True,
+                tokenizer_config=dict(_NO_REMOTE_CODE), trust_remote_code=False,
+            )
         except ModelError:
             raise
         except Exception as exc:
-            raise ModelError(f"cannot load the model {source}: {exc}") from exc
+            raise ModelError(f"cannot load the model {source}: {_short(exc)}") from exc
         upcast = prefer_fast_dtype(model)
         return LoadedModel(source, path, model, tokenizer, config, revision, upcast)

@@ -37,7 +37,8 @@ def _chip() -> str:
     return platform.processor() or platform.machine()
 
 
-def _memory_bytes() -> int | None:
+def memory_bytes() -> int | None:
+    """This machine's physical memory."""
     try:
         return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
     except (ValueError, OSError, AttributeError):
@@ -61,7 +62,7 @@ def describe_machine() -> dict:
         "os": f"{platform.system()} {platform.release()}",
         "machine": platform.machine(),
         "python": platform.python_version(),
-        "memory_bytes": _memory_bytes(),
+        "memory_bytes": memory_bytes(),
         "cpu_count": os.cpu_count(),
         "device": str(mx.default_device()),
         "blas": blas_library(),

@@ -19,7 +19,8 @@ bytes mlx really allocates:
   states, MLP intermediates, float32 attention scores, and float32 log-probabilities
   when the output layer runs).
 
-``check_headroom`` compares the largest estimate with the machine's free memory.
+``check_headroom`` compares the largest estimate with the machine's free memory, and
+refuses one beyond all of its memory (a run that could only thrash) unless forced.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from specdeck.engines.catalog import CAPTURE_TYPES, ModelInfo
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import ModelError
 from specdeck.engines.formatting import byte_size
+from specdeck.engines.machine import memory_bytes
 
 #: mlx-lm's ``KVCache.step``: caches grow by this many positions at a time.
 KV_STEP = 256
@@ -320,21 +322,30 @@ def describe(e: MemoryEstimate) -> str:
 
 def check_headroom(
     estimates: list[MemoryEstimate], already_loaded: int = 0, strict: bool = False,
-    free: int | None = None,
+    free: int | None = None, force: bool = False, total: int | None = None,
 ) -> str | None:
     """A warning when the largest estimate does not fit in free memory (ModelError under
-    ``strict``); None when it fits or free memory is unknown.
+    ``strict``); None when it fits or free memory is unknown. An estimate beyond the
+    machine's whole memory (a huge --max-tokens or prompt) is refused unless ``force``.
 
     ``already_loaded``: bytes of those weights already in memory (a model kept loaded
-    from an earlier run needs no more room). ``free``: measured now when None.
+    from an earlier run needs no more room). ``free`` and ``total`` (physical memory):
+    measured now when None.
     """
     if not estimates:
         return None
+    worst = max(estimates, key=lambda e: e.total)
+    needed = worst.total - already_loaded
+    total = memory_bytes() if total is None else total
+    if total and needed > total and not force:
+        raise ModelError(
+            f"{worst.strategy} would need about {byte_size(needed)} ({describe(worst)}), more than "
+            f"this machine's {byte_size(total)} of memory: lower --max-tokens or shorten the "
+            "prompt (--force runs it anyway)"
+        )
     free = free_memory() if free is None else free
     if free is None:
         return None
-    worst = max(estimates, key=lambda e: e.total)
-    needed = worst.total - already_loaded
     if needed <= free * USABLE_SHARE:
         return None
     message = (

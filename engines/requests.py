@@ -38,6 +38,8 @@ class CompareRequest:
     warmup_tokens: int = 8
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
+    #: Run even when the estimate is beyond the machine's whole memory (else refused).
+    force: bool = False
 
     def validate(self) -> None:
         self.settings.validate()
@@ -123,6 +125,8 @@ class SweepRequest:
     sampling: Sampling = field(default_factory=Sampling)
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
+    #: Run even when the estimate is beyond the machine's whole memory (else refused).
+    force: bool = False
 
     def cells(self) -> list[CellSpec]:
         cells = []
@@ -151,9 +155,12 @@ class SweepRequest:
         require_draft(self.strategies, self.draft)
         if self.reps < 1 or self.warmup < 0:
             raise SettingsError("--reps must be >= 1 and --warmup >= 0")
+        if not 0.0 <= self.noisy_cv < float("inf"):
+            raise SettingsError(f"--noisy-cv must be a number >= 0 (got {self.noisy_cv})")
         names = [p.name for p in self.prompts]
         if len(set(names)) != len(names):
             raise SettingsError("two prompts of the sweep have the same name")
         base = DecodeSettings(max_tokens=self.max_tokens, sampling=self.sampling)
-        for cell in self.cells():
+        for cell in self.cells():  # rep r runs with seed + r: both ends must be seeds
             cell.settings(base, self.sampling.seed).validate()
+            cell.settings(base, self.sampling.seed + self.reps - 1).validate()

@@ -202,7 +202,7 @@ def run_sweep(
                 max_tokens=request.max_tokens, num_draft_tokens=max(request.ks, default=1),
                 mtp_depth=max(request.depths, default=1), ngram_k=max(request.ks, default=1),
             ),
-            strict_memory=request.strict_memory,
+            strict_memory=request.strict_memory, force=request.force,
         ),
         store or ModelStore(),
         on_message,

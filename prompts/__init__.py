@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from specdeck.engines.errors import UserError
+from specdeck.engines.files import UnreadableFile, read_text
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 
@@ -77,9 +78,10 @@ def get_prompt(key: str = DEFAULT_PROMPT) -> Prompt:
 
 
 def _read(path: Path) -> str:
+    """A prompt file's text, read bounded (a FIFO or /dev/zero ends in one line)."""
     try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        return read_text(path)
+    except (OSError, UnicodeDecodeError, UnreadableFile) as exc:
         raise UserError(f"cannot read the prompt file {path}: {exc}") from exc
 
 

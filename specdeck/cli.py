@@ -13,22 +13,20 @@ import sys
 import threading
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from specdeck.engines.config import (
-    MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling, field_default,
+    MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling, field_default,
 )
 from specdeck.engines.errors import ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
 from specdeck.engines.requests import CompareRequest
 from specdeck import models_command, session_commands, sweep_command
+from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
+from specdeck.visible import MESSAGE_CHARS, visible
 
-EXIT_USAGE = 2
-EXIT_RUN_FAILED = 1
-#: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
-EXIT_INTERRUPTED = 130
 
 #: The option defaults, from the dataclasses the options fill (written once, there).
 SETTINGS, SAMPLING = DecodeSettings(), Sampling()
@@ -65,11 +63,13 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--top-p", type=float, default=SAMPLING.top_p)
     p.add_argument("--top-k", type=int, default=SAMPLING.top_k)
     p.add_argument("--min-p", type=float, default=SAMPLING.min_p)
-    p.add_argument("--seed", type=int, default=SAMPLING.seed)
+    p.add_argument("--seed", type=int, default=SAMPLING.seed,
+                   help="0 to 2**64 - 1 (default %(default)s)")
     p.add_argument("--max-kv-size", type=int, default=SETTINGS.max_kv_size,
                    help="bound the KV cache (rotating window)")
     p.add_argument("--alternatives", type=int, default=SETTINGS.alternatives,
-                   help="record the target's top-N alternatives at each position")
+                   help="record the target's top-N alternatives at each position "
+                   f"(0..{MAX_ALTERNATIVES}; default %(default)s)")
     p.add_argument("--warmup-tokens", type=int,
                    default=field_default(CompareRequest, "warmup_tokens"),
                    help="tokens of the untimed warm-up run per strategy (0: none; "
@@ -78,6 +78,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory "
                    "(default: warn)")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the memory estimate is beyond this machine's whole "
+                   "memory (default: refuse)")
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap the prompt in the chat template")
@@ -127,8 +130,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
     from specdeck.engines.demo import default_models
     from specdeck.prompts import read_prompt
-    from specdeck.session import result_document, save_document
-    from specdeck.session_store import save_result
+    from specdeck.session import result_document
 
     target, draft = default_models(args.target, args.draft)
     request = CompareRequest(
@@ -142,27 +144,23 @@ def cmd_compare(args: argparse.Namespace) -> int:
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
         strict_memory=args.strict,
+        force=args.force,
     )
     request.validate()
+    if args.json is not None and args.json.is_dir():
+        raise UserError(f"--json {args.json} is a directory: name a file to write")
     if not args.headless:
         return open_playground(request, args.sessions_dir, save=not args.no_save)
 
     def progress(message: str) -> None:
-        print(f"specdeck: {message}", file=sys.stderr, flush=True)
+        print(f"specdeck: {visible(message, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
 
     with first_interrupt_cancels() as stop:
         result = run_compare(request, progress=progress, cancelled=stop.is_set)
     if stop.is_set() and not result.traces:
         progress("interrupted before any strategy ran: nothing to save")
         return EXIT_INTERRUPTED
-    if args.no_save:
-        document = result_document(result)
-    else:
-        saved, document = save_result(result, args.sessions_dir)
-        progress(f"saved {saved}" + (" (partial)" if document["partial"] else ""))
-    if args.json:
-        save_document(args.json, document)
-        progress(f"wrote {args.json}")
+    document = result_document(result)
     failed = False
     for name, entry in document["strategies"].items():
         stats, done = entry["stats"], entry["done"] or {}
@@ -177,10 +175,47 @@ def cmd_compare(args: argparse.Namespace) -> int:
         )
         if done.get("reason") == "error":
             failed = True
-            print(f"specdeck: {name} failed: {done.get('error')}", file=sys.stderr)
+            error = visible(str(done.get("error")), MESSAGE_CHARS)
+            print(f"specdeck: {name} failed: {error}", file=sys.stderr)
+    sys.stdout.flush()
+    saved = write_results(document, args.json, not args.no_save, args.sessions_dir, progress)
     if stop.is_set():
         return EXIT_INTERRUPTED
+    if not saved:
+        return EXIT_NOT_SAVED
     return EXIT_RUN_FAILED if failed else 0
+
+
+def write_results(document: dict, json_path: Path | None, save: bool,
+                  sessions_dir: Path | None, say: Callable[[str], None]) -> bool:
+    """Write ``--json`` (when asked) and save the session into ``sessions_dir`` (when
+    ``save``), each independently: one failing never stops the other. A session its
+    folder cannot take goes to a fallback place, named. False when anything did not land
+    where it was asked to."""
+    from specdeck.session import save_document
+    from specdeck.session_store import SaveFailed, save_session, why_not
+
+    ok = True
+    if json_path is not None:
+        try:
+            save_document(json_path, document)
+            say(f"wrote {json_path}")
+        except OSError as exc:
+            ok = False
+            say(f"error: cannot write --json {json_path} ({why_not(exc)})")
+    if save:
+        partial = " (partial)" if document["partial"] else ""
+        try:
+            outcome = save_session(document, sessions_dir)
+        except SaveFailed as exc:
+            say(f"error: the session was not saved: {exc}")
+            return False
+        if outcome.problem:
+            ok = False
+            say(f"error: {outcome.problem}; saved it to {outcome.path} instead{partial}")
+        else:
+            say(f"saved {outcome.path}{partial}")
+    return ok
 
 
 @contextmanager
@@ -216,8 +251,10 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     for source in (request.target, request.draft, request.mtp_model):
         if source:
             resolve(source, request.revision if source == request.target else None)
-    run_app(request, sessions_dir=sessions_dir, save_sessions=save)
-    return 0
+    problems = run_app(request, sessions_dir=sessions_dir, save_sessions=save)
+    for line in problems:
+        print(f"specdeck: error: {visible(line, MESSAGE_CHARS)}", file=sys.stderr)
+    return EXIT_NOT_SAVED if problems else 0
 
 
 def cmd_playground(args: argparse.Namespace) -> int:
@@ -245,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
             "models": models_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
-        print(f"specdeck: error: {exc}", file=sys.stderr)
+        print(f"specdeck: error: {visible(str(exc), MESSAGE_CHARS)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)

@@ -8,6 +8,7 @@ lossless check. Pure data: the CLI prints a DiffReport, the app renders it.
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any, Literal
@@ -15,6 +16,16 @@ from typing import Any, Literal
 from specdeck.engines.events import Trace
 from specdeck.engines.formatting import plural
 from specdeck.session import Session
+
+
+#: Characters of an edit's text quoted in a line (``--json`` has it all).
+QUOTED_CHARS = 60
+
+
+def quoted(text: str) -> str:
+    """``text`` quoted as Python writes it (escapes shown), cut at ``QUOTED_CHARS``: one
+    token may be megabytes long."""
+    return repr(text[:QUOTED_CHARS]) + ("…" if len(text) > QUOTED_CHARS else "")
 
 
 class DiffError(ValueError):
@@ -93,7 +104,8 @@ class PaneDiff:
         first = self.edits[0]
         return (
             f"{self.label}: first divergence at token {i} "
-            f"({first.a_text!r} vs {first.b_text!r}); {plural(len(self.edits), 'edit')}, "
+            f"({quoted(first.a_text)} vs {quoted(first.b_text)}); "
+            f"{plural(len(self.edits), 'edit')}, "
             f"{self.a_length} vs {self.b_length} tokens"
         )
 
@@ -133,14 +145,126 @@ def _token_pieces(trace: Trace) -> list[str]:
     return [p for r in trace.rounds for p in r.pieces]
 
 
+#: Stretches up to this many cells (tokens of a x tokens of b) go to difflib whole: exact,
+#: and quick (its matcher is quadratic on repeated tokens: 34 s for 20,000 x 20,000).
+EXACT_CELLS = 1_000_000
+#: Anchors are runs of this many tokens found once on each side (single tokens repeat
+#: too often in real text to anchor anything).
+ANCHOR_TOKENS = 8
+#: Levels of stretches within stretches before a large one is called one replacement.
+MAX_DEPTH = 32
+
+Opcode = tuple[str, int, int, int, int]
+
+
+def token_opcodes(a: list[int], b: list[int]) -> list[Opcode]:
+    """``SequenceMatcher(None, a, b, autojunk=False).get_opcodes()``, near-linear.
+
+    Inputs up to ``EXACT_CELLS`` get difflib's own result. Longer ones are cut, as
+    patience diff does, at anchors: runs of ``ANCHOR_TOKENS`` tokens that occur once on
+    each side, in the same order on both (their longest increasing chain); the stretches
+    between anchors are diffed the same way. A stretch still too large and without an
+    anchor (two outputs that never meet again) is one replacement: the cost stays bounded.
+    """
+    if len(a) * len(b) <= EXACT_CELLS:
+        return SequenceMatcher(None, a, b, autojunk=False).get_opcodes()
+    ops: list[Opcode] = []
+    _stretch(a, b, 0, len(a), 0, len(b), ops, 0)
+    return _merged(ops)
+
+
+def _stretch(a: list[int], b: list[int], i1: int, i2: int, j1: int, j2: int,
+             ops: list[Opcode], depth: int) -> None:
+    """Append the opcodes of ``a[i1:i2]`` against ``b[j1:j2]`` to ``ops``."""
+    if i1 == i2 and j1 == j2:
+        return
+    head = 0
+    while i1 + head < i2 and j1 + head < j2 and a[i1 + head] == b[j1 + head]:
+        head += 1
+    if head:
+        ops.append(("equal", i1, i1 + head, j1, j1 + head))
+        i1, j1 = i1 + head, j1 + head
+    tail = 0
+    while i1 < i2 - tail and j1 < j2 - tail and a[i2 - tail - 1] == b[j2 - tail - 1]:
+        tail += 1
+    i2, j2 = i2 - tail, j2 - tail
+    if (i2 - i1) * (j2 - j1) <= EXACT_CELLS:
+        matcher = SequenceMatcher(None, a[i1:i2], b[j1:j2], autojunk=False)
+        ops += [(op, x1 + i1, x2 + i1, y1 + j1, y2 + j1)
+                for op, x1, x2, y1, y2 in matcher.get_opcodes()]
+    else:
+        anchors = _anchors(a, b, i1, i2, j1, j2) if depth < MAX_DEPTH else []
+        if not anchors:
+            ops.append(("replace", i1, i2, j1, j2))
+        at_a, at_b = i1, j1
+        for i, j in anchors:
+            _stretch(a, b, at_a, i, at_b, j, ops, depth + 1)
+            ops.append(("equal", i, i + 1, j, j + 1))
+            at_a, at_b = i + 1, j + 1
+        if anchors:
+            _stretch(a, b, at_a, i2, at_b, j2, ops, depth + 1)
+    if tail:
+        ops.append(("equal", i2, i2 + tail, j2, j2 + tail))
+
+
+def _anchors(a: list[int], b: list[int], i1: int, i2: int, j1: int,
+             j2: int) -> list[tuple[int, int]]:
+    """(i, j) where the run of ``ANCHOR_TOKENS`` tokens at ``a[i]`` and at ``b[j]`` is the
+    same and occurs nowhere else in either stretch: the longest chain of them increasing
+    on both sides (patience sorting, O(n log n))."""
+    k = ANCHOR_TOKENS
+
+    def once(seq: list[int], start: int, stop: int) -> dict[tuple, int]:
+        seen: dict[tuple, int] = {}
+        for i in range(start, stop - k + 1):
+            gram = tuple(seq[i : i + k])
+            seen[gram] = -1 if gram in seen else i
+        return seen
+
+    in_a, in_b = once(a, i1, i2), once(b, j1, j2)
+    pairs = sorted((i, in_b[g]) for g, i in in_a.items() if i >= 0 and in_b.get(g, -1) >= 0)
+    tops: list[int] = []  # tops[n]: the smallest j ending a chain of length n + 1
+    ends: list[int] = []  # the index in pairs of that chain's last pair
+    before = [-1] * len(pairs)
+    for n, (_, j) in enumerate(pairs):
+        at = bisect_left(tops, j)
+        before[n] = ends[at - 1] if at else -1
+        if at == len(tops):
+            tops.append(j)
+            ends.append(n)
+        else:
+            tops[at], ends[at] = j, n
+    chain, n = [], ends[-1] if ends else -1
+    while n >= 0:
+        chain.append(pairs[n])
+        n = before[n]
+    return chain[::-1]
+
+
+def _merged(ops: list[Opcode]) -> list[Opcode]:
+    """Neighbouring opcodes of one kind (equal, or any edit) joined, as difflib gives them."""
+    out: list[Opcode] = []
+    for op in ops:
+        if op[1] == op[2] and op[3] == op[4]:
+            continue
+        if out and (out[-1][0] == "equal") == (op[0] == "equal"):
+            _, i1, _, j1, _ = out[-1]
+            i2, j2 = op[2], op[4]
+            kind = "equal" if op[0] == "equal" else (
+                "replace" if i2 > i1 and j2 > j1 else "delete" if i2 > i1 else "insert")
+            out[-1] = (kind, i1, i2, j1, j2)
+        else:
+            out.append(op)
+    return out
+
+
 def token_edits(a: Trace, b: Trace, start: int = 0) -> list[TokenEdit]:
     """The replacements, deletions and insertions that turn ``a``'s tokens into ``b``'s,
     looked for from token ``start`` on (everything before it is known to be equal)."""
     a_tokens, b_tokens = a.tokens, b.tokens
     a_pieces, b_pieces = _token_pieces(a), _token_pieces(b)
-    matcher = SequenceMatcher(None, a_tokens[start:], b_tokens[start:], autojunk=False)
     edits = []
-    for op, i1, i2, j1, j2 in matcher.get_opcodes():
+    for op, i1, i2, j1, j2 in token_opcodes(a_tokens[start:], b_tokens[start:]):
         if op == "equal":
             continue
         i1, i2, j1, j2 = i1 + start, i2 + start, j1 + start, j2 + start

@@ -9,7 +9,11 @@ through a pipe (the app's process loads no weights). Tests that inject a clock o
 model store run the same loop in a thread instead (``ThreadHost``).
 
 Both hosts take commands in order (a cancelled run finishes its round before the next
-starts) and hand every message to ``deliver``, from a thread of their own.
+starts) and hand every message to ``deliver``, from a thread of their own. What a run
+streamed is never lost: when it ends in an error before the engine saved it (the engine
+process died, or the run raised), ``PartialKeeper`` saves the events that arrived as a
+partial session. The engine process sends a heartbeat; a process that stops answering
+mid-run (SIGSTOP, a hang) is reported while it is silent (``EngineSilent``).
 """
 
 from __future__ import annotations
@@ -20,12 +24,14 @@ import queue
 import sys
 import tempfile
 import threading
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
 from specdeck.engines.errors import ModelError, SettingsError
 from specdeck.engines.requests import CompareRequest
+from specdeck.engines.events import Event, Trace
 from specdeck.batcher import Batch, EventBatcher
 
 if TYPE_CHECKING:  # loading imports mlx; only the engine (process or thread) loads it
@@ -61,23 +67,51 @@ class Estimates:
 
 @dataclass(frozen=True)
 class TargetLoaded:
-    """The target's folder, once loaded: the app decodes alternatives with its tokenizer."""
+    """The target's folder, once loaded: the app decodes alternatives with its tokenizer.
+    ``machine`` describes where the run is measured (for a partial session, should the
+    engine die)."""
 
     run_id: int
     path: str
+    machine: dict | None = None
 
 
 @dataclass(frozen=True)
 class RunEnded:
     """The run finished, was cancelled, or failed with ``error`` (one line); ``saved`` is
-    where its session was written, if it was."""
+    where its session was written, if it was; ``save_problem`` why that is not the
+    sessions folder (a fallback place took it) or, without ``saved``, why it was not
+    saved at all."""
 
     run_id: int
     error: str | None = None
     saved: str | None = None
+    save_problem: str | None = None
 
 
-EngineMessage = EventBatch | Progress | Estimates | TargetLoaded | RunEnded
+@dataclass(frozen=True)
+class EngineSilent:
+    """The engine process has sent nothing, not even its heartbeat, for ``seconds``
+    while run ``run_id`` was in flight; ``seconds`` None: it answers again. ``why`` says
+    what its state is, where the OS tells (stopped by a signal)."""
+
+    run_id: int
+    seconds: float | None
+    pid: int | None = None
+    why: str = ""
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """The engine process is alive (sent every ``HEARTBEAT_SECONDS``; never delivered)."""
+
+
+EngineMessage = EventBatch | Progress | Estimates | TargetLoaded | RunEnded | EngineSilent
+
+#: How often the engine process says it is alive, and how long it may be silent mid-run
+#: before the app is told (a long step that holds the interpreter lock may delay a beat).
+HEARTBEAT_SECONDS = 1.0
+SILENT_AFTER_SECONDS = 5.0
 
 
 @dataclass(frozen=True)
@@ -98,29 +132,88 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
               cancelled: Callable[[], bool], clock: Callable[[], float]) -> None:
     """Run one comparison, sending its events in batches and a ``RunEnded`` last."""
     from specdeck.engines.compare import run_compare
-    from specdeck.session_store import save_result
+    from specdeck.engines.machine import describe_machine
+    from specdeck.session import result_document
 
     run_id, request = command.run_id, command.request
     batcher = EventBatcher(lambda batch: send(EventBatch(run_id, batch)))
-    error = saved = None
+    machine = describe_machine()  # before the run: nothing measured waits on it
+    error = saved = save_problem = None
     try:
         result = run_compare(
             request, store, on_event=batcher.add,
             progress=lambda text: send(Progress(run_id, text)),
             on_estimates=lambda estimates: send(Estimates(run_id, {
                 name: e.total for name, e in (estimates or {}).items()})),
-            on_loaded=lambda models: send(TargetLoaded(run_id, str(models.target.path))),
+            on_loaded=lambda models: send(
+                TargetLoaded(run_id, str(models.target.path), machine)),
             cancelled=cancelled, clock=clock,
         )
         if command.save and result.traces:
-            directory = Path(command.sessions_dir) if command.sessions_dir else None
-            saved = str(save_result(result, directory)[0])
+            saved, save_problem = save_where_possible(
+                result_document(result, machine), command.sessions_dir)
     except (SettingsError, ModelError) as exc:
         error = str(exc)
     except Exception as exc:  # shown in the app, which stays usable
         error = f"{type(exc).__name__}: {exc}"
     batcher.flush()
-    send(RunEnded(run_id, error, saved))
+    send(RunEnded(run_id, error, saved, save_problem))
+
+
+def save_where_possible(document: dict, sessions_dir: str | None) -> tuple[str | None,
+                                                                            str | None]:
+    """``session_store.save_session``, as (where it was saved, the problem if any)."""
+    from specdeck.session_store import SaveFailed, save_session
+
+    try:
+        outcome = save_session(document, Path(sessions_dir) if sessions_dir else None)
+    except SaveFailed as exc:
+        return None, f"the session was not saved: {exc}"
+    return str(outcome.path), outcome.problem
+
+
+class PartialKeeper:
+    """Hands the engine's messages on, keeping the events of each run in flight; when a
+    run ends in an error without a saved session (the engine process died, or the run
+    raised), it saves what arrived as a partial session and says where in ``RunEnded``."""
+
+    def __init__(self, deliver: Callable[[EngineMessage], None]) -> None:
+        self._deliver = deliver
+        self._runs: dict[int, tuple[RunCommand, dict[str, list[Event]], dict]] = {}
+        self._lock = threading.Lock()
+
+    def submitted(self, command: RunCommand) -> None:
+        with self._lock:
+            self._runs[command.run_id] = (command, {}, {})
+
+    def __call__(self, message: EngineMessage) -> None:
+        with self._lock:
+            run = self._runs.get(message.run_id)
+            if run is not None and isinstance(message, EventBatch):
+                for name, event in message.batch:
+                    run[1].setdefault(name, []).append(event)
+            elif run is not None and isinstance(message, TargetLoaded) and message.machine:
+                run[2].update(message.machine)
+            elif isinstance(message, RunEnded):
+                self._runs.pop(message.run_id, None)
+        if isinstance(message, RunEnded) and run is not None and message.error and (
+            message.saved is None and message.save_problem is None
+        ):
+            message = self._keep(message, *run)
+        self._deliver(message)
+
+    @staticmethod
+    def _keep(message: RunEnded, command: RunCommand, events: dict[str, list[Event]],
+              machine: dict) -> RunEnded:
+        from specdeck.session import build_document, request_config
+
+        if not command.save or not any(events.values()):
+            return message
+        traces = {name: Trace(name, list(e)) for name, e in events.items()}
+        document = build_document(request_config(command.request), machine, traces)
+        document["partial"] = True
+        saved, problem = save_where_possible(document, command.sessions_dir)
+        return replace(message, saved=saved, save_problem=problem)
 
 
 def serve(receive: Callable[[], RunCommand | None], send: Callable[[EngineMessage], None],
@@ -146,7 +239,7 @@ class ThreadHost:
     def __init__(self, deliver: Callable[[EngineMessage], None],
                  store: "ModelStore | None" = None,
                  clock: Callable[[], float] | None = None) -> None:
-        self._deliver = deliver
+        self._deliver = PartialKeeper(deliver)
         self._store = store
         self._clock = clock
         self._commands: queue.SimpleQueue[RunCommand | None] = queue.SimpleQueue()
@@ -158,11 +251,10 @@ class ThreadHost:
             self._thread = threading.Thread(target=self._serve, name="specdeck-engine",
                                             daemon=True)
             self._thread.start()
+        self._deliver.submitted(command)
         self._commands.put(command)
 
     def _serve(self) -> None:
-        import time
-
         from specdeck.engines.loading import ModelStore
 
         store = self._store if self._store is not None else ModelStore()
@@ -181,15 +273,21 @@ class ThreadHost:
 class ProcessHost:
     """Runs in a child process started on the first run (``spawn``: the app's threads
     are not forked). A child that dies ends its run with an error naming its exit code
-    and the last line it wrote to stderr."""
+    and the last line it wrote to stderr. A child silent for ``silent_after`` seconds
+    (default ``SILENT_AFTER_SECONDS``; no heartbeat) while a run is in flight is
+    reported with ``EngineSilent``."""
 
-    def __init__(self, deliver: Callable[[EngineMessage], None]) -> None:
-        self._deliver = deliver
+    def __init__(self, deliver: Callable[[EngineMessage], None],
+                 silent_after: float | None = None) -> None:
+        self._deliver = PartialKeeper(deliver)
+        self._silent_after = silent_after or SILENT_AFTER_SECONDS
         self._context = multiprocessing.get_context("spawn")
         self._cancelled_through = self._context.RawValue("q", 0)
         self._process: Any = None
         self._connection: Any = None
-        self._last_submitted = 0
+        self._last_submitted = self._last_ended = 0
+        self._heard = time.monotonic()
+        self._silent = False
         self._lock = threading.Lock()
         self._log = Path(tempfile.gettempdir()) / f"specdeck-engine-{os.getpid()}-{id(self):x}.log"
 
@@ -202,7 +300,10 @@ class ProcessHost:
             with self._lock:
                 if self._process is None or not self._process.is_alive():
                     self._start()
+                if self._last_submitted <= self._last_ended:
+                    self._heard = time.monotonic()  # silence counts from the new run on
                 self._last_submitted = command.run_id
+                self._deliver.submitted(command)
                 self._connection.send(command)
         except (OSError, ValueError) as exc:
             self._deliver(RunEnded(command.run_id, f"could not start the engine process: {exc}"))
@@ -223,28 +324,57 @@ class ProcessHost:
             sys.stdout, sys.stderr = swapped
         theirs.close()
         self._connection = ours
+        self._heard = time.monotonic()
         threading.Thread(target=self._read, args=(ours, self._process), daemon=True,
                          name="specdeck-engine-reader").start()
+        threading.Thread(target=self._watch, args=(self._process,), daemon=True,
+                         name="specdeck-engine-watchdog").start()
 
     def _read(self, connection: Any, process: Any) -> None:
         """Hand every message on; when the child goes away, end the latest run handed to
         it unless it ended (runs are served in order; earlier ones are stale)."""
-        last_ended = 0
         while True:
             try:
                 message = connection.recv()
             except (EOFError, OSError):
                 break
-            if isinstance(message, RunEnded):
-                last_ended = message.run_id
-            self._deliver(message)
+            with self._lock:
+                self._heard = time.monotonic()
+                was_silent, self._silent = self._silent, False
+                if isinstance(message, RunEnded):
+                    self._last_ended = max(self._last_ended, message.run_id)
+                running = self._last_submitted
+            if was_silent:
+                self._deliver(EngineSilent(running, None, process.pid))
+            if not isinstance(message, Heartbeat):
+                self._deliver(message)
         process.join(timeout=5)
         with self._lock:
+            last_ended = self._last_ended
             unfinished = self._last_submitted if self._last_submitted > last_ended else None
         if unfinished is not None and process.exitcode not in (0, None):
             why = f"the engine process ended unexpectedly (exit code {process.exitcode})"
             last = _last_line(self._log)
             self._deliver(RunEnded(unfinished, why + (f": {last}" if last else "")))
+
+    def _watch(self, process: Any) -> None:
+        """While a run is in flight, tell the app (again every second, with the count)
+        that the child has sent nothing, not even a heartbeat, for ``silent_after``
+        seconds or more."""
+        told_at = 0.0
+        while process.is_alive() and self._process is process:
+            time.sleep(min(0.5, self._silent_after / 4))
+            with self._lock:
+                silent = time.monotonic() - self._heard
+                busy = self._last_submitted > self._last_ended
+                run = self._last_submitted
+                due = busy and silent >= self._silent_after and (
+                    not self._silent or silent - told_at >= 1.0)
+                if due:
+                    self._silent, told_at = True, silent
+            if due:
+                self._deliver(EngineSilent(run, silent, process.pid,
+                                           _process_state(process.pid)))
 
     def cancel(self, run_id: int) -> None:
         """Stop run ``run_id`` and any before it at their next round."""
@@ -270,6 +400,18 @@ class ProcessHost:
         self._log.unlink(missing_ok=True)
 
 
+def _process_state(pid: int | None) -> str:
+    """Why a silent process is silent, where the OS says (Linux: stopped by a signal)."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return ""
+    if state in ("T", "t"):
+        return "stopped by a signal (SIGSTOP or Ctrl+Z; SIGCONT resumes it)"
+    return ""
+
+
 def _last_line(path: Path) -> str:
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
@@ -279,13 +421,28 @@ def _last_line(path: Path) -> str:
 
 
 def _child_main(connection: Any, cancelled_through: Any, log: str) -> None:
-    """The engine process: its output goes to ``log`` (the terminal belongs to the app)."""
-    import time
-
+    """The engine process: its output goes to ``log`` (the terminal belongs to the app);
+    a thread of its own sends a heartbeat every ``HEARTBEAT_SECONDS``."""
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
     from specdeck.engines.loading import ModelStore
+
+    sending = threading.Lock()
+
+    def send(message: EngineMessage | Heartbeat) -> None:
+        with sending:  # one connection, two threads: one message at a time
+            connection.send(message)
+
+    def beat() -> None:
+        while True:
+            time.sleep(HEARTBEAT_SECONDS)
+            try:
+                send(Heartbeat())
+            except (OSError, ValueError):  # the app went away
+                return
+
+    threading.Thread(target=beat, name="specdeck-heartbeat", daemon=True).start()
 
     def receive() -> RunCommand | None:
         try:
@@ -293,5 +450,4 @@ def _child_main(connection: Any, cancelled_through: Any, log: str) -> None:
         except EOFError:  # the app went away
             return None
 
-    serve(receive, connection.send, lambda: cancelled_through.value, ModelStore(),
-          time.perf_counter)
+    serve(receive, send, lambda: cancelled_through.value, ModelStore(), time.perf_counter)

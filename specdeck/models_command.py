@@ -27,36 +27,48 @@ def _table(models: list[ModelInfo]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from specdeck.literal import literal
+
     table = Table(title="specdeck models")
     for column in ("model", "arch", "params", "quant", "disk", "hybrid", "MTP",
                    "tokenizer", "drafts"):
         table.add_column(column, justify="right" if column in ("params", "disk") else "left")
     for m in models:
         drafts = suggest_drafts(m, models)
-        table.add_row(
+        row = (
             m.name, m.model_type, parameters_text(m.parameters), quant_text(m), byte_size(m.size_on_disk),
             "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
             f"{m.tokenizer} ({m.vocab_size})" if m.tokenizer else "?",
             ", ".join(d.name for d in drafts[:3]),
         )
-    console = Console()
+        table.add_row(*(literal(value, one_line=True) for value in row))
+    console = Console(markup=False, highlight=False)
     if not console.is_terminal:
-        console = Console(width=200)
+        console = Console(width=200, markup=False, highlight=False)
     console.print(table)
 
 
 def run(args: argparse.Namespace) -> int:
+    """List the models; a directory that holds none (or a broken one) is named on stderr,
+    one line each, the others still listed, and the exit status is 2 (bad input)."""
     import orjson
 
-    models = find_models(args.dirs, args.cache_dir, hub=not args.no_cache)
+    from specdeck.engines.errors import ModelError
+    from specdeck.visible import MESSAGE_CHARS, visible
+
+    problems: list[ModelError] = []
+    models = find_models(args.dirs, args.cache_dir, hub=not args.no_cache,
+                         on_problem=problems.append)
     if args.json:
         rows = [{**m.to_dict(), "drafts": [d.name for d in suggest_drafts(m, models)]}
                 for m in models]
         sys.stdout.write(orjson.dumps(rows, option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
-    if not models:
+    elif models:
+        _table(models)
+    elif not problems:
         print("specdeck: no models found (name a directory: specdeck models PATH)",
               file=sys.stderr)
-        return 0
-    _table(models)
-    return 0
+    sys.stdout.flush()
+    for problem in problems:
+        print(f"specdeck: error: {visible(str(problem), MESSAGE_CHARS)}", file=sys.stderr)
+    return 2 if problems else 0

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gc
 import os
-import tempfile
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, fields
 from datetime import datetime, timezone
@@ -24,8 +23,10 @@ from typing import Any, Callable, Iterator
 
 import orjson
 
+from specdeck.atomic_files import write_atomic
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
+from specdeck.engines.files import MAX_FILE_BYTES, TooLarge, UnreadableFile, read_regular
 from specdeck.engines.requests import SweepRequest
 from specdeck.engines.stats import Stats, compute_stats, speedup
 from specdeck.session_check import SessionError, check_trace
@@ -83,10 +84,30 @@ def is_partial(requested: list[str], traces: dict[str, Trace]) -> bool:
     return any(t.done is None or t.done.reason == "cancelled" for t in traces.values())
 
 
+def request_config(request: Any) -> dict:
+    """What a comparison (``engines.compare.CompareRequest``) asked for, as recorded in
+    its document; all a run that died half-way can record (models as named)."""
+
+    def model(source: str | None, revision: str | None = None) -> dict | None:
+        return None if source is None else {"source": source, "path": source,
+                                            "revision": revision}
+
+    return {
+        "prompt": request.prompt,
+        "chat": request.chat,
+        "strategies": request.strategies,
+        "target": model(request.target, request.revision),
+        "draft": model(request.draft),
+        "mtp_model": model(request.mtp_model),
+        "settings": request.settings.to_dict(),
+        "warmup_tokens": request.warmup_tokens,
+    }
+
+
 def compare_config(result: Any) -> dict:
     """The configuration of a comparison (``engines.compare.CompareResult``) as recorded
-    in its document: what ran, on which models, with which settings."""
-    request = result.request
+    in its document: what ran, on which models (where they were loaded from), with which
+    settings."""
 
     def model(entry):
         if entry is None:
@@ -94,27 +115,25 @@ def compare_config(result: Any) -> dict:
         return {"source": entry.source, "path": str(entry.path), "revision": entry.revision}
 
     return {
-        "prompt": request.prompt,
+        **request_config(result.request),
         "prompt_tokens": result.prompt_tokens,
-        "chat": request.chat,
-        "strategies": request.strategies,
         "target": model(result.models.target),
         "draft": model(result.models.draft),
         "mtp_model": model(result.models.mtp.model if result.models.mtp else None),
-        "settings": request.settings.to_dict(),
-        "warmup_tokens": request.warmup_tokens,
         "memory_estimates": {
             name: estimate.to_dict() for name, estimate in (result.memory_estimates or {}).items()
         },
     }
 
 
-def result_document(result: Any) -> dict:
+def result_document(result: Any, machine: dict | None = None) -> dict:
     """A measured (or cancelled: partial) comparison (``engines.compare.CompareResult``)
-    as a session document, with the machine it ran on."""
-    from specdeck.engines.machine import describe_machine
+    as a session document, with the machine it ran on (described now when not given)."""
+    if machine is None:
+        from specdeck.engines.machine import describe_machine
 
-    return build_document(compare_config(result), describe_machine(), result.traces)
+        machine = describe_machine()
+    return build_document(compare_config(result), machine, result.traces)
 
 
 def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dict:
@@ -256,8 +275,13 @@ def session_from_document(document: Any, path: Path | None = None) -> Session:
     )
 
 
+#: JSON has no NaN or infinity; another writer may put them in a file all the same.
+_NOT_JSON_NUMBERS = (b"NaN", b"Infinity", b"-Infinity", b"nan", b"inf", b"-inf")
+
+
 def parse_document(data: bytes, source: str = "session") -> Any:
-    """Bytes to a JSON value, telling a truncated file from one that is not JSON."""
+    """Bytes to a JSON value, telling a truncated file from one that is not JSON, and
+    naming a NaN or an infinity (which JSON does not allow) where one stands."""
     if not data.strip():
         raise SessionError(f"{source}: the file is empty")
     try:
@@ -269,19 +293,27 @@ def parse_document(data: bytes, source: str = "session") -> Any:
                 f"{source}: the JSON is truncated (the file ends early; was it copied "
                 "or written only in part?)"
             ) from None
+        word = next((w for w in _NOT_JSON_NUMBERS if data.startswith(w, exc.pos)), None)
+        if word is not None:
+            raise SessionError(
+                f"{source}: {word.decode()} at line {exc.lineno} column {exc.colno} is not "
+                "a number JSON allows (NaN and infinities have no JSON form)"
+            ) from None
         raise SessionError(f"{source}: not JSON ({exc})") from None
 
 
-def read_document(path: str | os.PathLike) -> Any:
-    """Read and parse a specdeck file (a session or a sweep); SessionError names the file
-    and what is wrong with it."""
+def read_document(path: str | os.PathLike, limit: int | None = MAX_FILE_BYTES) -> Any:
+    """Read and parse a specdeck file (a session or a sweep) of at most ``limit`` bytes
+    (None: any size); SessionError names the file and what is wrong with it."""
     path = Path(path)
     try:
-        data = path.read_bytes()
+        data = read_regular(path, limit)
     except FileNotFoundError:
         raise SessionError(f"{path}: no such file") from None
-    except IsADirectoryError:
-        raise SessionError(f"{path}: is a directory, not a session file") from None
+    except TooLarge as exc:
+        raise SessionError(f"{path}: {exc} (--max-file-size SIZE reads it)") from None
+    except UnreadableFile as exc:
+        raise SessionError(f"{path}: {exc}") from None
     except OSError as exc:
         raise SessionError(f"{path}: cannot read it ({exc.strerror or exc})") from None
     return parse_document(data, str(path))
@@ -305,47 +337,6 @@ def _collector_paused() -> Iterator[None]:
     finally:
         if enabled:
             gc.enable()
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves either the old file or the new.
-
-    The bytes go to a temporary file in the same directory, are flushed to disk, and the
-    temporary file is renamed over ``path`` (atomic on POSIX and on Windows).
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        # mkstemp makes the file private (0600); a saved session is an ordinary file.
-        os.chmod(tmp, 0o666 & ~_umask())
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except FileNotFoundError:
-            pass
-        raise
-    try:
-        dir_fd = os.open(path.parent, os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(dir_fd)
-    except OSError:
-        pass
-    finally:
-        os.close(dir_fd)
 
 
 def save_document(path: Path, document: dict) -> None:

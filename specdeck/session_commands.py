@@ -12,12 +12,37 @@ from pathlib import Path
 from typing import Any
 
 from specdeck.engines.errors import UserError
+from specdeck.engines.files import MAX_FILE_BYTES
 from specdeck.engines.formatting import MISSING, format_stat, plural, stats_table
 
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
 #: Token edits printed before "... and N more" (``--json`` has them all).
 SHOWN_EDITS = 12
+
+
+def file_size(value: str) -> int | None:
+    """``--max-file-size``: bytes with an optional K, M or G (powers of 1024); 0 or
+    ``none`` for no limit."""
+    text = value.strip().upper().removesuffix("B").removesuffix("I")
+    if text in ("0", "NONE"):
+        return None
+    scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(text[-1:], 1)
+    try:
+        size = int(float(text[:-1] if scale > 1 else text) * scale)
+    except (ValueError, OverflowError):
+        raise argparse.ArgumentTypeError(
+            f"expected a size like 512M or 2G (0: no limit), got {value!r}") from None
+    if size < 0:
+        raise argparse.ArgumentTypeError(f"a size cannot be negative (got {value!r})")
+    return size
+
+
+def _add_size_limit(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--max-file-size", type=file_size, default=MAX_FILE_BYTES, metavar="SIZE",
+                   help="read files up to this size: 512M, 2G, 0 for no limit "
+                   f"(default {MAX_FILE_BYTES // 2**20}M: a file from elsewhere may be "
+                   "endless)")
 
 
 def add_parsers(sub: argparse._SubParsersAction) -> None:
@@ -28,6 +53,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("file", type=Path, help="a session file (sessions/*.json)")
     replay.add_argument("--headless", action="store_true",
                         help="no app: print each strategy's text and the statistics")
+    _add_size_limit(replay)
 
     diff = sub.add_parser(
         "diff", help="compare two sessions, or two strategies of one",
@@ -45,6 +71,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--pair", nargs=2, metavar=("A_NAME", "B_NAME"),
                        help="compare strategy A_NAME of a with B_NAME of b (or of a)")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
+    _add_size_limit(diff)
 
 
 # --- formatting -----------------------------------------------------------------------
@@ -72,7 +99,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     from specdeck.session import read_document, session_from_document
     from specdeck.sweep_file import is_sweep, sweep_from_document
 
-    document = read_document(args.file)
+    document = read_document(args.file, args.max_file_size)
     if is_sweep(document):
         sweep = sweep_from_document(document, args.file)
         if not args.headless:
@@ -115,14 +142,17 @@ def _open_sweep_view(sweep) -> int:
 def print_sweep_file(sweep) -> None:
     """A saved sweep: where and when it ran, then the table and recommendations as
     ``specdeck sweep`` printed them."""
+    from specdeck.literal import literal
     from specdeck.sweep_command import print_sweep
 
     console = _console()
-    console.print(f"{sweep.path or 'sweep'}  {sweep.created}  sweep"
-                  + ("  partial: the sweep was interrupted" if sweep.partial else ""))
+    console.print(literal(f"{sweep.path or 'sweep'}  {sweep.created}  sweep"
+                          + ("  partial: the sweep was interrupted" if sweep.partial else ""),
+                          one_line=True))
     machine = sweep.machine
     if machine.get("chip") or machine.get("os"):
-        console.print(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}")
+        console.print(literal(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}",
+                              one_line=True))
     print_sweep(sweep.cells, sweep.recommendations)
 
 
@@ -132,6 +162,8 @@ def print_session(session) -> None:
     from rich.table import Table
     from rich.text import Text
 
+    from specdeck.literal import literal
+
     console = _console()
     config, machine = session.config, session.machine
     models = ", ".join(
@@ -139,29 +171,32 @@ def print_session(session) -> None:
         if (name := _model(config, role))
     )
     console.print(Text.assemble(
-        (str(session.path or "session"), "bold"), f"  {session.created}  {session.kind}",
+        literal(session.path or "session", "bold", one_line=True),
+        literal(f"  {session.created}  {session.kind}", one_line=True),
         ("  partial: the run was cut short" if session.partial else "", "yellow"),
     ))
     if models:
-        console.print(models)
+        console.print(literal(models, one_line=True))
     if machine.get("chip") or machine.get("os"):
-        console.print(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}")
+        console.print(literal(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}",
+                              one_line=True))
     if isinstance(config.get("prompt"), str):
         console.print(Rule("prompt"))
-        console.print(config["prompt"])
+        console.print(literal(config["prompt"]))
     for name, trace in session.traces.items():
         done = trace.done
         status = done.reason if done else "no end recorded"
-        console.print(Rule(f"{name} ({plural(len(trace.tokens), 'token')}, {status})"))
-        console.print(trace.text)
+        console.print(Rule(literal(f"{name} ({plural(len(trace.tokens), 'token')}, {status})",
+                                   one_line=True)))
+        console.print(literal(trace.text))
         if done and done.error:
-            console.print(f"error: {done.error}", style="red")
+            console.print(literal(f"error: {done.error}", "red"))
 
     stats = session.stats()
     table = Table(title="statistics", title_justify="left")
     table.add_column("")
     for name in stats:
-        table.add_column(name, justify="right")
+        table.add_column(literal(name, one_line=True), justify="right")
     keys = list(next(iter(stats.values()), {}))
     for key in keys:
         table.add_row(key, *(format_stat(key, s.get(key)) for s in stats.values()))
@@ -178,15 +213,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
     from specdeck.session import read_document, session_from_document
     from specdeck.sweep_file import is_sweep, sweep_from_document
 
-    document = read_document(args.a)
+    document = read_document(args.a, args.max_file_size)
     if is_sweep(document):
         if args.b is None:
             raise DiffError("a sweep is compared with another sweep: specdeck diff A.json B.json")
+        other = read_document(args.b, args.max_file_size)
         return diff_sweep_files(sweep_from_document(document, args.a),
-                                sweep_from_document(read_document(args.b), args.b), args.json)
+                                sweep_from_document(other, args.b), args.json)
     a = session_from_document(document, args.a)
     same = args.b is None or args.b.resolve() == args.a.resolve()
-    b = a if same else session_from_document(read_document(args.b), args.b)
+    b = a if same else session_from_document(read_document(args.b, args.max_file_size), args.b)
     if args.strategy and same:
         raise DiffError("--strategy compares two sessions; for two strategies of one "
                         "session use --pair A_NAME B_NAME")
@@ -213,6 +249,7 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
     import orjson
     from rich.table import Table
 
+    from specdeck.literal import literal
     from specdeck.sweep_file import diff_sweeps
 
     rows = diff_sweeps(a, b)
@@ -231,7 +268,8 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
         v = side[name]
         return MISSING if v is None else format(v, fmt)
 
-    table = Table(title=f"a: {a.path}\nb: {b.path}", title_justify="left")
+    table = Table(title=literal(f"a: {a.path}\nb: {b.path}", "table.title"),
+                  title_justify="left")
     for column in ("prompt", "temp", "setting", "tok/s a", "tok/s b", "speedup a",
                    "speedup b", "b / a", "accept a", "accept b", "check"):
         table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
@@ -239,7 +277,8 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
         ca, cb = row["a"], row["b"]
         check = "ok" if ca and cb and ca["correct"] == cb["correct"] else "DIFFERS"
         table.add_row(
-            row["prompt"], f"{row['temperature']:g}", row["label"],
+            literal(row["prompt"], one_line=True), f"{row['temperature']:g}",
+            literal(row["label"], one_line=True),
             value(ca, "median_tokens_per_s", ".1f"), value(cb, "median_tokens_per_s", ".1f"),
             value(ca, "speedup", ".2f"), value(cb, "speedup", ".2f"),
             MISSING if row["speedup_ratio"] is None else f"{row['speedup_ratio']:.2f}",
@@ -252,28 +291,33 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
 def print_diff(report) -> None:
     from rich.table import Column, Table
 
+    from specdeck.diff import quoted
+    from specdeck.literal import literal
+
     console = _console()
-    console.print(f"a: {report.a_label}")
-    console.print(f"b: {report.b_label}")
+    console.print(literal(f"a: {report.a_label}", one_line=True))
+    console.print(literal(f"b: {report.b_label}", one_line=True))
     if report.changes:
         table = Table(title="settings that differ", title_justify="left")
         for column in ("", "a", "b"):
             table.add_column(column)
         for change in report.changes:
-            table.add_row(change.path, _short(change.a), _short(change.b))
+            table.add_row(literal(change.path, one_line=True), literal(_short(change.a)),
+                          literal(_short(change.b)))
         console.print(table)
     for pane in report.panes:
         console.print()
-        console.print(pane.summary(), style="bold" if pane.identical else None)
+        console.print(literal(pane.summary(), "bold" if pane.identical else ""))
         for edit in pane.edits[:SHOWN_EDITS]:
-            console.print(
+            console.print(literal(
                 f"  token {edit.a_start} (b {edit.b_start}) {edit.op}: "
-                f"- {edit.a_text!r}  + {edit.b_text!r}",
-            )
+                f"- {quoted(edit.a_text)}  + {quoted(edit.b_text)}",
+            ))
         if len(pane.edits) > SHOWN_EDITS:
             console.print(f"  ... and {len(pane.edits) - SHOWN_EDITS} more (--json lists all)")
         columns, rows = stats_table(f"a {pane.a_strategy}", f"b {pane.b_strategy}", pane.stats)
-        table = Table(*(Column(title, justify=justify) for title, justify in columns))
+        table = Table(*(Column(literal(title, one_line=True), justify=justify)
+                        for title, justify in columns))
         for row in rows:
             table.add_row(*row)
         console.print(table)

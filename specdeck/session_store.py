@@ -3,15 +3,20 @@ renames and deletes. Pure file operations; the app and the CLI put faces on them
 
 from __future__ import annotations
 
+import errno
 import os
+import stat
+import tempfile
 from dataclasses import dataclass, field
 from datetime import datetime
+from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import Callable, Iterator
 
-from specdeck.session import (
-    SessionError, migrate, parse_document, result_document, save_document,
-)
+import orjson
+
+from specdeck.atomic_files import write_new
+from specdeck.session import SessionError, migrate, read_document
 
 SUFFIX = ".json"
 
@@ -37,25 +42,92 @@ def session_filename(document: dict) -> str:
     return f"{stamp}_{names}{partial}{SUFFIX}"
 
 
-def autosave(document: dict, directory: Path | None = None) -> Path:
-    """Save a run or a sweep under ``directory`` (default: ``default_sessions_dir()``) with
-    a fresh name, never over another file."""
+def _names(base: str) -> Iterator[str]:
+    """``base``, then ``base`` with -2, -3, ... before the suffix."""
+    yield base
+    stem = base[: -len(SUFFIX)]
+    for n in count(2):
+        yield f"{stem}-{n}{SUFFIX}"
+
+
+def fallback_dirs() -> list[Path]:
+    """Where a session goes when its folder cannot take it, in order: the user's state
+    folder (``$XDG_STATE_HOME/specdeck/sessions``, else
+    ``~/.local/state/specdeck/sessions``), then a private folder in the temp dir."""
+    state = os.environ.get("XDG_STATE_HOME") or os.path.join("~", ".local", "state")
+    dirs = [Path(state).expanduser() / "specdeck" / "sessions"]
+    uid = os.getuid() if hasattr(os, "getuid") else 0
+    dirs.append(Path(tempfile.gettempdir()) / f"specdeck-sessions-{uid}")
+    return dirs
+
+
+def _private(directory: Path) -> Path:
+    """``directory`` (in a temp dir others can write) made or checked: a real folder of
+    this user's, not a link another user planted there."""
+    directory.mkdir(mode=0o700, exist_ok=True)
+    info = os.lstat(directory)
+    if not stat.S_ISDIR(info.st_mode) or (hasattr(os, "getuid") and info.st_uid != os.getuid()):
+        raise PermissionError(errno.EPERM, "not a folder of this user's", str(directory))
+    return directory
+
+
+@dataclass(frozen=True)
+class SaveOutcome:
+    """Where a run was saved; ``problem`` says why it is not where it was asked to go."""
+
+    path: Path
+    problem: str | None = None
+
+
+class SaveFailed(OSError):
+    """The session could be saved nowhere; the message says why, place by place."""
+
+
+def why_not(exc: OSError) -> str:
+    """What an OSError says in a one-line message ("No space left on device")."""
+    if isinstance(exc, FileExistsError) and exc.filename and Path(exc.filename).is_file():
+        return "a file is in the way of the folder"  # mkdir's own word is "File exists"
+    return exc.strerror or str(exc) or type(exc).__name__
+
+
+def session_names(document: dict) -> Iterator[str]:
+    """The names a document may be saved under, in order of preference."""
+    return _names(session_filename(document))
+
+
+def save_session(document: dict, directory: Path | None = None) -> SaveOutcome:
+    """Save a run under ``directory`` (default: ``default_sessions_dir()``) with a fresh
+    name, never over another file: the name is claimed atomically, so processes saving
+    in the same second get one file each. When the folder cannot take it (full disk,
+    read-only, missing permission, a file in the way, a size limit) the run goes to
+    ``fallback_dirs``: a finished run is never lost to a failed save. SaveFailed when
+    no place took it."""
     directory = Path(directory) if directory is not None else default_sessions_dir()
-    base = session_filename(document)
-    path = directory / base
-    n = 2
-    while path.exists():
-        path = directory / f"{base[: -len(SUFFIX)]}-{n}{SUFFIX}"
-        n += 1
-    save_document(path, document)
-    return path
+    data = orjson.dumps(document)
+    try:
+        return SaveOutcome(write_new(directory, session_names(document), data))
+    except OSError as exc:
+        problem = f"cannot save in {directory} ({why_not(exc)})"
+    return fall_back(lambda: session_names(document), data, problem, directory)
 
 
-def save_result(result: Any, directory: Path | None = None) -> tuple[Path, dict]:
-    """Save a measured (or cancelled: partial) comparison as a session, as ``specdeck
-    compare`` and the app's engine process both do; returns where, and the document."""
-    document = result_document(result)
-    return autosave(document, directory), document
+def fall_back(names: Callable[[], Iterator[str]], data: bytes, problem: str,
+              tried: Path | None = None) -> SaveOutcome:
+    """Write ``data`` under a new name (the first free one of ``names()``) in the first
+    of ``fallback_dirs`` that takes it (``tried`` left out), after ``problem`` kept it
+    from where it was asked to go. SaveFailed, naming every place, when none takes it."""
+    reasons = [problem]
+    temp = fallback_dirs()[-1]
+    for place in fallback_dirs():
+        if place == tried:
+            continue
+        try:
+            return SaveOutcome(write_new(_private(place) if place == temp else place,
+                                         names(), data), problem)
+        except OSError as exc:
+            reasons.append(f"nor in {place} ({why_not(exc)})")
+    raise SaveFailed("; ".join(reasons))
+
 
 
 @dataclass
@@ -94,7 +166,7 @@ def summarize_session(path: Path) -> SessionSummary:
     path = Path(path)
     try:
         summary = SessionSummary(path=path, size_bytes=path.stat().st_size)
-        document = migrate(parse_document(path.read_bytes(), str(path)))
+        document = migrate(read_document(path))
     except SessionError as exc:
         summary.problem = str(exc)
         return summary

@@ -5,12 +5,18 @@ prompt groups finished so far."""
 from __future__ import annotations
 
 import argparse
+import os
+import signal
 import sys
+import threading
 from pathlib import Path
+from typing import Callable
 
 from specdeck.engines.config import Sampling, field_default
+from specdeck.engines.errors import SettingsError
 from specdeck.engines.formatting import plural
 from specdeck.engines.requests import SweepRequest
+from specdeck.visible import MESSAGE_CHARS, visible
 
 DEFAULT_PROMPTS = ("code", "prose")
 
@@ -70,10 +76,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "(repeatable; default: the built-in code and prose prompts)")
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the memory estimate is beyond this machine's whole "
+                   "memory (default: refuse)")
     p.add_argument("--noisy-cv", type=float, default=_default("noisy_cv"),
                    help="flag cells whose robust CV exceeds this (default %(default)s)")
-    p.add_argument("--json", type=Path, help="write the sweep here (default: into "
-                   "$SPECDECK_SESSIONS_DIR, else sessions/)")
+    p.add_argument("--json", type=Path, help="write the sweep here (default: a new file "
+                   "in the sessions folder: $SPECDECK_SESSIONS_DIR, else sessions/)")
     p.add_argument("--chart", type=Path, help="write the chart SVG here (default: beside the JSON)")
 
 
@@ -94,31 +103,98 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
     from rich.console import Console
     from rich.table import Table
 
+    from specdeck.literal import literal
     from specdeck.sweep_file import COLUMNS, cell_row
 
     table = Table(title="specdeck sweep", show_lines=False)
     for column in COLUMNS:
         table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
     for cell in cells:
-        table.add_row(*cell_row(cell))
+        table.add_row(*(literal(value, one_line=True) for value in cell_row(cell)))
     console = Console(markup=False, highlight=False)
     if not console.is_terminal:
         console = Console(width=160, markup=False, highlight=False)
     console.print(table)
     for line in recommendations:
-        print(line)
+        print(visible(line))
     for cell in cells:
         if cell["strategy"] != "plain":
-            print(f"  {cell['prompt']} {cell['label']}: {cell['why']}")
+            print(visible(f"  {cell['prompt']} {cell['label']}: {cell['why']}"))
+
+
+class SweepInterrupts:
+    """Ctrl+C during a sweep. While cells are measured, the first one stops it at once
+    (the prompt groups already finished are kept); every other one, and any while the
+    files are written, only says so: what finished always lands in valid files."""
+
+    def __init__(self) -> None:
+        self.measuring = True
+        self.interrupted = False
+
+    def __enter__(self) -> "SweepInterrupts":
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_interrupt(self, signum: int, frame: object) -> None:
+        if self.measuring and not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        # os.write, not print: a signal handler may interrupt a print in progress.
+        os.write(2, b"\nspecdeck: writing the cells finished so far first\n")
+
+
+def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
+                say: Callable[[str], None]) -> bool:
+    """The sweep's JSON (``json_path``, else a new name in the sessions folder) and its
+    chart (``chart_path``, else beside the JSON). A JSON its place cannot take goes to a
+    fallback place, named; False when anything did not land where it was asked to."""
+    import orjson
+
+    from specdeck.atomic_files import write_atomic
+    from specdeck.chart import speedup_chart_svg
+    from specdeck.session_store import (
+        SaveFailed, SaveOutcome, fall_back, save_session, session_names, why_not,
+    )
+
+    try:
+        if json_path is None:
+            outcome = save_session(document)
+        else:
+            data = orjson.dumps(document)
+            try:
+                write_atomic(json_path, data)
+                outcome = SaveOutcome(json_path)
+            except OSError as exc:
+                outcome = fall_back(lambda: session_names(document), data,
+                                    f"cannot write {json_path} ({why_not(exc)})")
+    except SaveFailed as failed:
+        say(f"error: the sweep was not saved: {failed}")
+        return False
+    out = outcome.path
+    if outcome.problem:
+        say(f"error: {outcome.problem}: wrote the sweep to {out} instead")
+    chart = chart_path or out.with_suffix(".svg")
+    try:
+        write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
+    except OSError as exc:
+        say(f"error: cannot write the chart {chart} ({why_not(exc)})")
+        return False
+    say(f"wrote {out} and {chart}")
+    return outcome.problem is None
 
 
 def run(args: argparse.Namespace) -> int:
+    from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED
     from specdeck.engines.demo import default_models
     from specdeck.engines.machine import describe_machine
     from specdeck.engines.sweep import SweepProgress, recommendations, run_sweep
-    from specdeck.chart import speedup_chart_svg
-    from specdeck.session import save_document, sweep_document, write_atomic
-    from specdeck.session_store import autosave
+    from specdeck.session import sweep_document
 
     target, draft = default_models(args.target, args.draft)
     request = SweepRequest(
@@ -129,31 +205,34 @@ def run(args: argparse.Namespace) -> int:
         temperatures=args.temp, reps=args.reps, warmup=args.warmup,
         max_tokens=args.max_tokens, noisy_cv=args.noisy_cv,
         sampling=Sampling(seed=args.seed),
-        strict_memory=args.strict,
+        strict_memory=args.strict, force=args.force,
     )
     request.validate()
+    for path, flag in ((args.json, "--json"), (args.chart, "--chart")):
+        if path is not None and path.is_dir():
+            raise SettingsError(f"{flag} {path} is a directory: name a file to write")
 
     def progress(p: SweepProgress) -> None:
         eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
-        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({p.label}){eta}\033[K",
+        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({visible(p.label, 80)}){eta}\033[K",
               end="", file=sys.stderr, flush=True)
 
     def message(text: str) -> None:
-        print(f"specdeck: {text}", file=sys.stderr, flush=True)
+        print(f"specdeck: {visible(text, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
 
-    cells, complete = run_sweep(request, progress=progress, on_message=message)
-    print(file=sys.stderr)
+    with SweepInterrupts() as interrupts:
+        cells, complete = run_sweep(request, progress=progress, on_message=message)
+        interrupts.measuring = False
+        print(file=sys.stderr)
+        if not complete:
+            message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
+        document = sweep_document(request, cells, recommendations(cells), complete,
+                                  describe_machine())
+        print_sweep(document["cells"], document["recommendations"])
+        sys.stdout.flush()
+        written = write_sweep(document, args.json, args.chart, message)
     if not complete:
-        message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
-    document = sweep_document(request, cells, recommendations(cells), complete,
-                              describe_machine())
-    if args.json:
-        out = args.json
-        save_document(out, document)
-    else:
-        out = autosave(document)
-    chart = args.chart or out.with_suffix(".svg")
-    write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
-    print_sweep(document["cells"], document["recommendations"])
-    message(f"wrote {out} and {chart}")
+        return EXIT_INTERRUPTED
+    if not written:
+        return EXIT_NOT_SAVED
     return 1 if any(c.correct is False for c in cells) else 0

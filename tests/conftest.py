@@ -36,5 +36,8 @@ def _sessions_saved_in_tmp(
 ) -> None:
     """Runs that tests start (in process or in subprocesses, which inherit the variable)
     save their sessions under the test session's temporary directory, never in the
-    repository's ``sessions/``."""
-    monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path_factory.getbasetemp() / "sessions"))
+    repository's ``sessions/``; so do the fallback places of a failed save (the state
+    folder; the temp dir's is per user and left to the tests that use it)."""
+    base = tmp_path_factory.getbasetemp()
+    monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(base / "sessions"))
+    monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))

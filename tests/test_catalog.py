@@ -238,6 +238,27 @@ def test_models_command_on_a_folder_that_is_not_a_model(tmp_path, capsys) -> Non
     assert len(err) == 1 and err[0].startswith("specdeck: error:") and "config.json" in err[0]
 
 
+def test_models_command_lists_the_good_and_names_the_bad(tiny_family, tmp_path,
+                                                        capsys) -> None:
+    broken = tmp_path / "broken"
+    shutil.copytree(tiny_family["llama_target"], broken)
+    (broken / "model.safetensors").write_bytes(b"\x05")
+    folder = tmp_path / "folder"
+    for name in ("good", "bad"):
+        shutil.copytree(tiny_family["llama_draft"], folder / name)
+    (folder / "bad" / "config.json").write_text('{"num_hidden_layers": 100000}')
+    dirs = [str(tiny_family["llama_target"]), str(broken), str(tmp_path / "empty"),
+            str(folder)]
+    (tmp_path / "empty").mkdir()
+    assert main(["models", "--no-cache", *dirs]) == 2
+    captured = capsys.readouterr()
+    assert "llama_target" in captured.out and "good" in captured.out
+    errors = captured.err.strip().splitlines()
+    assert len(errors) == 3 and all(e.startswith("specdeck: error: ") for e in errors)
+    assert "not a readable safetensors file" in errors[0]
+    assert "no config.json" in errors[1] and "num_hidden_layers is 100000" in errors[2]
+
+
 #: Files an MTP head may be in (and one it may not), named here rather than read from
 #: the catalog so that a name dropped there fails.
 HEAD_FILES = ["named/head.safetensors", "optiq/mtp.safetensors", "mtp.safetensors",

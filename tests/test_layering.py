@@ -14,8 +14,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Front ends may print with rich: the command line and its subcommands, and the app.
-FRONT_ENDS = {"cli.py", "__main__.py"}
+#: Front ends may print with rich: the command line and its subcommands, and the app
+#: (``literal.py``: strings from data as rich Text, for both).
+FRONT_ENDS = {"cli.py", "__main__.py", "literal.py"}
 
 #: The core: decoding, sessions, statistics.
 CORE = sorted(ROOT.glob("engines/*.py")) + sorted(

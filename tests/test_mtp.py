@@ -89,7 +89,7 @@ def optiq_engine(tiny_family):
     from optiq.runtime.engine import OptiqEngine
 
     path = str(tiny_family["mtp_target"])
-    model, tokenizer = load(path)
+    model, tokenizer = load(path, tokenizer_config={"trust_remote_code": False})
     engine = OptiqEngine.from_loaded(model, tokenizer, path)
     assert engine.has_mtp
     return engine

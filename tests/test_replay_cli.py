@@ -23,6 +23,7 @@ from specdeck.cli import main
 from specdeck.diff import diff_sessions
 from specdeck.session import SCHEMA_PATH, build_document, load_session, save_document
 from session_helpers import MACHINE, config, document, plain_trace, sample_traces
+from specdeck.visible import printable
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def add(a, b):\n    return"
@@ -67,7 +68,7 @@ def test_a_recording_round_trips_through_replay(recorded, capsys) -> None:
     assert main(["replay", str(path), "--headless"]) == 0
     out = capsys.readouterr().out
     for name, trace in traces.items():
-        assert trace.text.strip() in out
+        assert printable(trace.text).strip() in out  # control characters shown
         assert f"{name} (24 tokens, length)" in out
     assert f"{stats['draft']['tokens_per_s']:.1f}" in out
     assert f"{stats['draft']['acceptance_rate']:.1%}" in out
@@ -106,7 +107,7 @@ def test_replay_imports_no_mlx(recorded) -> None:
                 if line.startswith("import time:")}
     assert "specdeck.session" in imported  # the listing works
     assert not {m for m in imported if m.split(".")[0] in HEAVY}
-    assert traces["plain"].text.strip() in result.stdout
+    assert printable(traces["plain"].text).strip() in result.stdout
 
 
 NO_MLX = textwrap.dedent(
@@ -127,7 +128,7 @@ def test_replay_and_diff_work_where_mlx_is_not_installed(recorded) -> None:
     path, traces = recorded
     replay = specdeck("-c", NO_MLX, "replay", str(path), "--headless")
     assert replay.returncode == 0, replay.stderr
-    assert traces["draft"].text.strip() in replay.stdout
+    assert printable(traces["draft"].text).strip() in replay.stdout
     diff = specdeck("-c", NO_MLX, "diff", str(path), "--json")
     assert diff.returncode == 0, diff.stderr
     assert orjson.loads(diff.stdout)["identical"] is True

@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import Done
 from specdeck import session as session_module
+from specdeck.atomic_files import write_atomic
 from specdeck.diff import diff_sessions
 from specdeck.session import (
     SCHEMA_PATH,
@@ -34,14 +35,13 @@ from specdeck.session import (
     parse_document,
     save_document,
     session_from_document,
-    write_atomic,
 )
 from specdeck.session_commands import print_session
 from specdeck.session_store import (
-    autosave,
     delete_session,
     list_sessions,
     rename_session,
+    save_session,
     session_filename,
 )
 from session_helpers import document, make_trace, plain_trace, sample_traces
@@ -396,11 +396,11 @@ def test_saved_files_get_ordinary_permissions(tmp_path: Path) -> None:
 # --- the sessions directory -----------------------------------------------------------
 
 
-def test_autosave_never_overwrites_and_names_what_ran(tmp_path: Path) -> None:
+def test_saving_never_overwrites_and_names_what_ran(tmp_path: Path) -> None:
     doc = document(sample_traces())
     doc["created"] = "2026-11-29T10:17:11+00:00"
-    first = autosave(doc, tmp_path)
-    second = autosave(doc, tmp_path)
+    first = save_session(doc, tmp_path).path
+    second = save_session(doc, tmp_path).path
     assert first.name == "20261129-101711_plain-draft.json"
     assert second.name == "20261129-101711_plain-draft-2.json"
     assert load_session(second).strategies == ["plain", "draft"]
@@ -411,8 +411,8 @@ def test_listing_summarises_newest_first_and_flags_broken_files(tmp_path: Path) 
     old["created"] = "2026-01-01T00:00:00+00:00"
     new = document(sample_traces())
     new["created"] = "2026-02-01T00:00:00+00:00"
-    autosave(old, tmp_path)
-    autosave(new, tmp_path)
+    save_session(old, tmp_path)
+    save_session(new, tmp_path)
     (tmp_path / "broken.json").write_bytes(b'{"schema_version": 9, "strategies": {}}')
     (tmp_path / ".run.json.abc.tmp").write_bytes(b"{")  # a save in progress
     (tmp_path / "notes.txt").write_text("not a session")
@@ -431,8 +431,8 @@ def test_listing_summarises_newest_first_and_flags_broken_files(tmp_path: Path) 
 
 
 def test_rename_and_delete(tmp_path: Path) -> None:
-    path = autosave(document(sample_traces()), tmp_path)
-    other = autosave(document(sample_traces()), tmp_path)
+    path = save_session(document(sample_traces()), tmp_path).path
+    other = save_session(document(sample_traces()), tmp_path).path
     renamed = rename_session(path, "fib k=2")
     assert renamed == tmp_path / "fib k=2.json" and not path.exists()
     assert load_session(renamed).strategies == ["plain", "draft"]

@@ -3,6 +3,11 @@ the tiny models writing valid JSON and a chart."""
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
+import time
 import xml.etree.ElementTree as ET
 
 import orjson
@@ -142,12 +147,56 @@ def test_a_sweep_without_json_is_saved_with_the_sessions(tmp_path, monkeypatch, 
     from specdeck.sweep_file import load_sweep
 
     monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path))
-    monkeypatch.setattr(engines.sweep, "run_sweep", lambda request, **kw: ([], False))
+    monkeypatch.setattr(engines.sweep, "run_sweep", lambda request, **kw: ([], True))
     assert main(["sweep", "--target", "t", "--draft", "d", "--prompt", "p"]) == 0
-    saved = sorted(tmp_path.glob("sweep-*_partial.json"))
+    saved = sorted(tmp_path.glob("sweep-*.json"))
     assert len(saved) == 1 and saved[0].with_suffix(".svg").is_file()
     sweep = load_sweep(saved[0])
-    assert sweep.partial and sweep.cells == []
+    assert not sweep.partial and sweep.cells == []
     assert orjson.loads(saved[0].read_bytes())["schema_version"] == SCHEMA_VERSION
     assert sweep.config["sampling"]["seed"] == 0 and "seed" not in sweep.config
     assert f"wrote {saved[0]}" in capsys.readouterr().err
+
+
+def _stderr_until(proc, text: str, timeout: float = 240) -> str:
+    """Read the sweep's stderr (progress lines end in \\r) until ``text`` shows."""
+    seen, deadline = "", time.monotonic() + timeout
+    while text not in seen:
+        assert time.monotonic() < deadline and proc.poll() is None, seen
+        seen += os.read(proc.stderr.fileno(), 4096).decode(errors="replace")
+    return seen
+
+
+@pytest.mark.parametrize("gap", [0.0, 0.05, 0.3])
+def test_an_interrupted_sweep_exits_130_and_two_ctrl_c_leave_valid_files(
+        tiny_family, tmp_path, gap) -> None:
+    """Ctrl+C once stops the sweep and keeps the finished prompt groups; a second one,
+    whenever it lands, never leaves a half-written file."""
+    out = tmp_path / "sweep.json"
+    prompts = tmp_path / "prompts.jsonl"
+    prompts.write_text('{"name": "a", "prompt": "def add(a, b):"}\n'
+                       '{"name": "b", "prompt": "def sub(a, b):"}\n')
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "specdeck", "sweep", "--target", str(tiny_family["llama_target"]),
+         "--draft", str(tiny_family["llama_draft"]), "-k", "1,2", "--reps", "2",
+         "--warmup", "0", "--max-tokens", "300", "--prompt", str(prompts),
+         "--json", str(out)],
+        stderr=subprocess.PIPE, stdout=subprocess.PIPE,
+        env={**os.environ, "SPECDECK_NO_OPENBLAS": "1"},
+    )
+    try:
+        _stderr_until(proc, "7/12 runs")  # the first prompt group (6 runs) is done
+        proc.send_signal(signal.SIGINT)
+        time.sleep(gap)
+        proc.send_signal(signal.SIGINT)
+        stdout, stderr = proc.communicate(timeout=120)
+    finally:
+        proc.kill()
+    # 130, or killed by the second SIGINT once the files were written (a shell reports
+    # that as 130 too).
+    assert proc.returncode in (130, -signal.SIGINT), stderr.decode()
+    assert b"Traceback" not in stderr
+    doc = orjson.loads(out.read_bytes())
+    assert doc["partial"] is True and [c["prompt"] for c in doc["cells"]] == ["a"] * 3
+    ET.fromstring(out.with_suffix(".svg").read_text())
+    assert b"specdeck sweep" in stdout  # the table of what finished

@@ -74,7 +74,8 @@ def catalog(tmp_path, monkeypatch) -> dict[str, ModelInfo]:
 
 def picker_rows(screen: ModelPicker) -> list[tuple[str, str]]:
     table = screen.query_one("#picker-table", DataTable)
-    return [(row[0], row[1]) for row in (table.get_row_at(i) for i in range(table.row_count))]
+    return [(str(row[0]), str(row[1]))
+            for row in (table.get_row_at(i) for i in range(table.row_count))]
 
 
 class SettingsHost(App[None]):
@@ -295,7 +296,7 @@ async def test_the_sweep_view_shows_table_chart_and_recommendations(sweep_file):
         await pilot.pause()
         screen = app.screen
         table = screen.query_one("#sweep-table", DataTable)
-        rows = [table.get_row_at(i) for i in range(table.row_count)]
+        rows = [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
         assert rows == [cell_row(c) for c in sweep.cells]
         assert rows[1][:5] == ["code", "0", "draft k=1", "300.0", "1.50 ▲"]
         assert rows[3][5] == "0.080 noisy" and rows[6][-1] == "MISMATCH"

@@ -18,7 +18,8 @@ from specdeck.batcher import EventBatcher
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.tui.inspector import describe_rollback, explain_round
 from specdeck.tui.stats_strip import RoundSeries
-from specdeck.tui.token_view import TokenView, printable, round_tokens
+from specdeck.tui.token_view import TokenView, round_tokens
+from specdeck.visible import printable
 from tui_support import demo_traces, run_async
 
 

@@ -30,7 +30,7 @@ def shown(renderable) -> str:
     if isinstance(renderable, str):
         return renderable
     console = Console(width=200, file=io.StringIO(), color_system=None)
-    console.print(renderable)
+    console.print(renderable, end="")
     return console.file.getvalue()
 
 

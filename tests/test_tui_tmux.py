@@ -113,3 +113,34 @@ def test_specdeck_in_tmux_shows_styled_tokens_in_every_pane(tiny_family):
         assert not term.alive(), "q did not quit"
     finally:
         term.close()
+
+
+def test_a_hostile_session_sends_no_escape_to_the_terminal(tmp_path):
+    """OSC 0 (title), OSC 52 (clipboard) and ESC [2J (clear) in a session's file name,
+    prompt, pieces and errors: tmux keeps its own title and clipboard, and the screen
+    shows the escapes as symbols, in the panes, the inspector and the session browser."""
+    from hostile import CLEAR, OSC0, OSC52, QUIT, hostile_document
+    from specdeck.session import save_document
+
+    text = f"{OSC0}{OSC52}{QUIT}{CLEAR}end"
+    path = tmp_path / f"{OSC0}run.json"
+    save_document(path, hostile_document(text, ["plain", "my draft"]))
+    command = ["env", f"SPECDECK_SESSIONS_DIR={tmp_path}", sys.executable, "-m", "specdeck",
+               "replay", str(path)]
+    term = Terminal(command, width=160, height=45)
+    try:
+        term.wait_for("race finished")
+        title = subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_title}"],
+                               capture_output=True, text=True).stdout
+        for keys in ("i", "n", "o", "Down"):
+            term.keys(keys)
+            time.sleep(0.5)
+        screen = term.wait_for("sessions · enter")
+        assert "␛]52;c;cHduZWQ=␇" in screen and "[@click=app.quit]quit[/]" in screen
+        after = subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_title}"],
+                               capture_output=True, text=True).stdout
+        assert "pwned" not in title + after and after == title
+        buffers = subprocess.run(["tmux", "list-buffers"], capture_output=True, text=True)
+        assert "cHduZWQ" not in buffers.stdout and "pwned" not in buffers.stdout
+    finally:
+        term.close()

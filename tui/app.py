@@ -38,7 +38,8 @@ from specdeck.engines.machine import blas_library
 from specdeck.engines.requests import CompareRequest
 from specdeck.diff import diff_sessions
 from specdeck.engine_host import (
-    EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded, TargetLoaded, ThreadHost,
+    EngineSilent, EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded,
+    TargetLoaded, ThreadHost,
 )
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.session import SCHEMA_VERSION, Session
@@ -50,8 +51,10 @@ from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.legend import Legend
 from specdeck.tui.messages import DecoderRead, FromEngine
 from specdeck.tui.pane import StrategyPane
+from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
+from specdeck.visible import visible
 
 #: Race frames per second.
 RACE_FPS = 30
@@ -143,7 +146,7 @@ class ReplaySource:
         app.start_race()
 
 
-class SpecdeckApp(App[None]):
+class SpecdeckApp(LiteralNotify, App[None]):
     """Compare strategies live (``request``) or replay saved runs (``traces``)."""
 
     CSS_PATH = "app.tcss"
@@ -223,7 +226,7 @@ class SpecdeckApp(App[None]):
         self._host = ThreadHost(post, store, clock) if in_process else ProcessHost(post)
         self.wall_clock = wall_clock
         if title:
-            self.sub_title = title
+            self.sub_title = visible(title)
         self.run_id = 0
         #: The last run handed to the engine, and the last one it ended (cancelled too).
         self.runs_submitted = self.runs_ended = 0
@@ -239,6 +242,11 @@ class SpecdeckApp(App[None]):
         self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
         self.sessions_dir = sessions_dir
         self.save_sessions = save_sessions
+        #: What the status line says while the engine process is silent (None: it answers).
+        self._silence: str | None = None
+        #: Runs whose session did not land in the sessions folder, as one line each:
+        #: said again when the app closes (``run_app`` returns them).
+        self.save_problems: list[str] = []
 
     # -- layout ------------------------------------------------------------------------
 
@@ -298,7 +306,8 @@ class SpecdeckApp(App[None]):
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
-        self.query_one("#status", FixedText).text = f"{self.status_text}   [{' · '.join(flags)}]"
+        text = self._silence or self.status_text
+        self.query_one("#status", FixedText).text = visible(f"{text}   [{' · '.join(flags)}]")
 
     def watch_status_text(self) -> None:
         self._show_status()
@@ -376,7 +385,8 @@ class SpecdeckApp(App[None]):
         if payload.run_id != self.run_id:
             return  # a cancelled or replaced run
         handle = {EventBatch: self._events, Progress: self._progress, Estimates: self._estimates,
-                  TargetLoaded: self._target_loaded, RunEnded: self._ended}[type(payload)]
+                  TargetLoaded: self._target_loaded, RunEnded: self._ended,
+                  EngineSilent: self._engine_silent}[type(payload)]
         handle(payload)
 
     @property
@@ -429,19 +439,50 @@ class SpecdeckApp(App[None]):
             self._stats_shown_at = now
             self._refresh_stats()
 
+    def _engine_silent(self, message: EngineSilent) -> None:
+        """The engine process stopped answering mid-run (or answers again): said in the
+        status line while it lasts, and in a toast when it starts and ends."""
+        if message.seconds is None:
+            self._silence = None
+            self._show_status()
+            self.notify("the engine process answers again")
+            return
+        why = message.why or "stopped, or stuck in a long step?"
+        text = (f"the engine process (pid {message.pid}) has not answered for "
+                f"{message.seconds:.0f} s: {why} · c: cancel, q: quit")
+        if self._silence is None:
+            self.notify(text, severity="warning")
+        self._silence = text
+        self._show_status()
+
+    def _save_problem(self, message: RunEnded) -> str:
+        """A save that missed the sessions folder, as one line (empty: none), kept in
+        ``save_problems`` and told as a toast too."""
+        if not message.save_problem:
+            return ""
+        where = f"saved to {message.saved} instead" if message.saved else "nothing was saved"
+        line = f"{message.save_problem}: {where}"
+        self.save_problems.append(line)
+        self.notify(line, severity="error", timeout=30)
+        return line
+
     def _ended(self, message: RunEnded) -> None:
+        self._silence = None  # the run's end is news from the engine (or of its death)
+        problem = self._save_problem(message)
+        # A failed save leads: it matters most, and a narrow status line cuts the end.
+        lead = f"⚠ {problem} · " if problem else ""
+        saved = message.saved if message.saved and not problem else None
         if message.error:
             self.phase = Phase.FAILED
-            self.status_text = f"error: {message.error}   (s: settings, r: retry)"
+            kept = f" · kept what arrived in {saved}" if saved else ""
+            self.status_text = f"{lead}error: {message.error}{kept}   (s: settings, r: retry)"
             for pane in self.panes:
                 if pane.status in ("waiting", "running"):
                     pane.status = "not run"
             return
         self.phase = Phase.MEASURED
-        saved = f" · saved {message.saved}" if message.saved else ""
-        self.status_text = (
-            f"measured one after another, each warmed up · g: race them in sync{saved}"
-        )
+        self.status_text = (f"{lead}measured one after another, each warmed up · g: race them "
+                            f"in sync{f' · saved {saved}' if saved else ''}")
 
     def action_cancel(self) -> None:
         """Stop now: panes keep what they have; later events of the run are dropped."""
@@ -621,7 +662,7 @@ class SpecdeckApp(App[None]):
         self._drop_run()
         self.source = ReplaySource(session.traces, session.settings)
         self.memory_estimates = dict(session.memory_estimates)
-        self.sub_title = session.replay_title
+        self.sub_title = visible(session.replay_title)
         await self._remount_panes()
         self.panes[0].focus()  # the screen would keep focus on a removed pane
         self._replay(self.source)
@@ -661,12 +702,16 @@ def run_app(
     memory_estimates: dict[str, int] | None = None,
     sessions_dir: "Path | None" = None,
     save_sessions: bool = True,
-) -> None:
+) -> list[str]:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
     ``settings`` (a session's ``Session.settings``) labels replayed panes (k=..., n=...);
     ``memory_estimates`` (its ``Session.memory_estimates``) go beside the measured peaks.
+    Returns a line for each run whose session did not land in the sessions folder, to
+    say again once the terminal is back.
     """
-    SpecdeckApp(request, traces, settings=settings, title=title,
-                memory_estimates=memory_estimates, sessions_dir=sessions_dir,
-                save_sessions=save_sessions).run()
+    app = SpecdeckApp(request, traces, settings=settings, title=title,
+                      memory_estimates=memory_estimates, sessions_dir=sessions_dir,
+                      save_sessions=save_sessions)
+    app.run()
+    return app.save_problems

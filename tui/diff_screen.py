@@ -22,7 +22,8 @@ from textual.widgets import Footer, Static
 from specdeck.engines.events import Trace
 from specdeck.engines.formatting import plural, stats_table
 from specdeck.diff import DiffReport, PaneDiff
-from specdeck.tui.token_view import printable
+from specdeck.literal import literal
+from specdeck.visible import printable
 
 #: Equal tokens kept on each side of an edit; longer equal stretches are cut short.
 CONTEXT = 12
@@ -30,9 +31,19 @@ CONTEXT = 12
 DIFF_KINDS = ("equal", "deleted", "inserted", "elided")
 
 
+#: Characters of one run shown inline (a token may be megabytes long).
+EDIT_CHARS = 2000
+
+
+def _capped(text: str) -> str:
+    """``text`` made printable, cut at ``EDIT_CHARS`` with a note of what is left out."""
+    more = len(text) - EDIT_CHARS
+    return printable(text[:EDIT_CHARS]) + (f" ⋯ {more:,} more characters ⋯" if more > 0 else "")
+
+
 def _marked(text: str, kind: str) -> str:
     # A changed newline would be invisible: show it, then break the line as the text does.
-    shown = printable(text).replace("\n", "↵\n")
+    shown = _capped(text).replace("\n", "↵\n")
     return f"[-{shown}-]" if kind == "deleted" else f"{{+{shown}+}}"
 
 
@@ -53,13 +64,13 @@ def inline_diff(
         hidden = end - start - keep_head - keep_tail
         if hidden <= 1:  # not worth a note
             if end > start:
-                runs.append((printable("".join(pieces[start:end])), "equal"))
+                runs.append((_capped("".join(pieces[start:end])), "equal"))
             return
         if keep_head:
-            runs.append((printable("".join(pieces[start : start + keep_head])), "equal"))
+            runs.append((_capped("".join(pieces[start : start + keep_head])), "equal"))
         runs.append((f" ⋯ {plural(hidden, 'equal token')} ⋯ ", "elided"))
         if keep_tail:
-            runs.append((printable("".join(pieces[end - keep_tail : end])), "equal"))
+            runs.append((_capped("".join(pieces[end - keep_tail : end])), "equal"))
 
     position = 0
     for edit in pane.edits:
@@ -113,7 +124,7 @@ def stats_grid(pane: PaneDiff) -> Table:
     """Every statistic of the pair side by side with its ratio, as ``specdeck diff``
     prints them (``engines.formatting.stats_table``)."""
     columns, rows = stats_table(f"a {pane.a_strategy}", f"b {pane.b_strategy}", pane.stats)
-    table = Table(*(Column(title, justify=justify) for title, justify in columns))
+    table = Table(*(Column(literal(title, one_line=True), justify=justify) for title, justify in columns))
     for row in rows:
         table.add_row(*row)
     return table
@@ -125,7 +136,8 @@ def changes_table(report: DiffReport) -> Table:
     table.add_column("a", overflow="fold")
     table.add_column("b", overflow="fold")
     for change in report.changes:
-        table.add_row(change.path, _value(change.a), _value(change.b))
+        table.add_row(literal(change.path, one_line=True), literal(_value(change.a)),
+                      literal(_value(change.b)))
     return table
 
 
@@ -147,7 +159,7 @@ class DiffScreen(ModalScreen[None]):
                 title = f"Diff — panes of {report.a_label}"
             else:
                 title = f"Diff — a: {report.a_label} · b: {report.b_label}"
-            yield Static(title, classes="dialog-title", markup=False)
+            yield Static(literal(title, one_line=True), classes="dialog-title")
             yield TokenDiff(LEGEND, id="diff-legend")
             if report.changes:
                 yield Static(changes_table(report), id="diff-changes")
@@ -155,8 +167,8 @@ class DiffScreen(ModalScreen[None]):
                 yield Static("same settings and machine", id="diff-changes")
             for i, pane in enumerate(report.panes):
                 verdict = "-identical" if pane.identical else "-different"
-                yield Static(pane.summary(), id=f"diff-verdict-{i}",
-                             classes=f"diff-verdict {verdict}", markup=False)
+                yield Static(literal(pane.summary()), id=f"diff-verdict-{i}",
+                             classes=f"diff-verdict {verdict}")
                 runs = inline_diff(self.a[pane.a_strategy], pane)
                 if runs:
                     yield TokenDiff(runs, id=f"diff-tokens-{i}", classes="diff-tokens")

@@ -11,6 +11,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from specdeck.visible import printable
+
 
 class FixedText(Widget):
     """Give it a fixed ``height`` in the stylesheet; set ``text`` to change what it shows."""
@@ -20,4 +22,5 @@ class FixedText(Widget):
     text = reactive("", layout=False)
 
     def render(self) -> Content:
-        return Content(self.text)  # plain: an error message may hold [brackets]
+        # Plain, never markup (an error may hold [brackets]); control characters shown.
+        return Content(printable(self.text))

@@ -17,7 +17,11 @@ from textual.widgets import Static
 
 from specdeck.engines.events import Round
 from specdeck.engines.formatting import plural
-from specdeck.tui.token_view import printable
+from specdeck.literal import literal
+from specdeck.visible import printable
+
+#: Characters of a token shown in the inspector: a model may emit a megabyte in one piece.
+SHOWN_CHARS = 80
 
 TokenText = Callable[[int], "str | None"]
 
@@ -36,7 +40,8 @@ class PositionRow:
 
 
 def _show(text: str) -> str:
-    return repr(printable(text))[1:-1] or "∅"
+    shown = repr(printable(text[:SHOWN_CHARS]))[1:-1] or "∅"
+    return shown + (f"… ({len(text):,} characters)" if len(text) > SHOWN_CHARS else "")
 
 
 def _fmt(value: float | None) -> str:
@@ -120,16 +125,18 @@ def round_table(strategy: str, event: Round, token_text: TokenText) -> Table:
         f"{strategy} · round {event.index} · {drafted} drafted, {event.accepted} accepted"
         + (f" → {event.end}" if event.end else "")
     )
-    table = Table(title=title, caption=describe_rollback(event), expand=True,
-                  title_justify="left", caption_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=literal(title, "table.title", one_line=True),
+                  caption=describe_rollback(event),
+                  expand=True, title_justify="left", caption_justify="left",
+                  box=box.SIMPLE_HEAD)
     for column in ("pos", "token", "verdict", "q (draft)", "p (target)", "why",
                    "target's top alternatives"):
         table.add_column(column, no_wrap=column in ("pos", "q (draft)", "p (target)"))
     for row in explain_round(event, token_text):
         table.add_row(
-            str(row.position), row.token, row.kind,
+            str(row.position), literal(row.token), row.kind,
             _fmt(row.q), _fmt(row.p), row.reason,
-            "  ".join(f"{text} {prob:.2f}" for text, prob in row.alternatives) or "–",
+            literal("  ".join(f"{text} {prob:.2f}" for text, prob in row.alternatives) or "–"),
         )
     return table
 
@@ -143,6 +150,7 @@ class RoundInspector(Static):
     def show_round(self, strategy: str, event: Round | None, token_text: TokenText) -> None:
         self.shown = (strategy, event)
         if event is None:
-            self.update(f"{strategy}: no round shown yet; press n to step")
+            self.update(literal(f"{strategy}: no round shown yet; press n to step",
+                                one_line=True))
         else:
             self.update(round_table(strategy, event, token_text))

@@ -26,6 +26,7 @@ from specdeck.engines.catalog import ModelInfo, describe_dir, find_models, sugge
 from specdeck.engines.demo import DEMO_DIR, demo_models
 from specdeck.engines.errors import ModelError
 from specdeck.engines.formatting import byte_size, parameters_text, plural, quant_text
+from specdeck.literal import literal
 
 #: The settings fields the picker fills, and what they are called in its title.
 ROLES = {"target": "target model", "draft": "draft model", "mtp_model": "MTP model"}
@@ -170,10 +171,10 @@ class ModelPicker(ModalScreen["str | None"]):
         self.choices = choices
         table = self.query_one("#picker-table", DataTable)
         for choice in choices:
-            table.add_row(*_row(choice))
+            table.add_row(*(literal(value, one_line=True) for value in _row(choice)))
         status = self.query_one("#picker-status", Static)
         if error:
-            status.update(f"⚠ {error}")
+            status.update(literal(f"⚠ {error}"))
         elif not choices:
             status.update("no models found (name one by its directory in the field instead)")
         else:

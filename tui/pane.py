@@ -7,24 +7,42 @@ schedule moves it. The text, the statistics and the inspector all read the same 
 
 from __future__ import annotations
 
+import re
+
 from textual.app import ComposeResult
 from textual.containers import Vertical
 
 from specdeck.engines.events import Done, Event, Round
 from specdeck.engines.stats import Stats
+from specdeck.literal import literal
 from specdeck.tui.stats_strip import StatsStrip
 from specdeck.tui.token_view import TokenView, round_tokens
+
+#: A strategy name that can stand in a widget id as it is.
+_ID_SAFE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
+#: Characters of a status (a run's error) shown in the pane's bottom border.
+STATUS_CHARS = 200
+
+
+def pane_id(strategy: str) -> str:
+    """A widget id for a strategy's pane. A session may name strategies anything
+    (``my draft``, ``dräft``): those are hex-encoded behind ``pane--`` (never the
+    start of a plain name's id), so every name gets a distinct, valid id."""
+    if _ID_SAFE.fullmatch(strategy):
+        return f"pane-{strategy}"
+    return f"pane--{strategy.encode('utf-8', 'surrogatepass').hex()}"
 
 
 class StrategyPane(Vertical, can_focus=True):
     """Text and statistics of one strategy; focus a pane to step or inspect it."""
 
     def __init__(self, strategy: str, detail: str = "") -> None:
-        super().__init__(id=f"pane-{strategy}", classes="pane")
+        super().__init__(id=pane_id(strategy), classes="pane")
         self.strategy = strategy
         self.events: list[Event] = []
         self.shown = 0
         self.detail = detail
+        self._status = ""
         self.status = "waiting"
         #: Estimated peak bytes (``engines.memory``), shown next to the measured peak.
         self.memory_estimate: int | None = None
@@ -54,16 +72,19 @@ class StrategyPane(Vertical, can_focus=True):
     @detail.setter
     def detail(self, text: str) -> None:
         self._detail = text
-        self.border_title = f"{self.strategy} {text}".strip()
+        self.border_title = literal(f"{self.strategy} {text}".strip(), one_line=True)
 
     @property
     def status(self) -> str:
-        return str(self.border_subtitle)
+        """How the run stands (waiting, running, its finish reason or error), shown in
+        the bottom border."""
+        return self._status
 
     @status.setter
     def status(self, text: str) -> None:
-        if text != self.border_subtitle:  # setting it re-lays out the screen
-            self.border_subtitle = text
+        if text != self._status:  # setting the subtitle re-lays out the screen
+            self._status = text
+            self.border_subtitle = literal(text, one_line=True, limit=STATUS_CHARS)
 
     @property
     def complete(self) -> bool:

@@ -21,7 +21,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
 from specdeck.diff import DiffError, diff_sessions
-from specdeck.session import Session, SessionError, load_session
+from specdeck.literal import literal
+from specdeck.session import SessionError, load_session
 from specdeck.engines.formatting import byte_size, format_stat, plural
 from specdeck.session_store import (
     SessionSummary,
@@ -30,9 +31,11 @@ from specdeck.session_store import (
     rename_session,
 )
 from specdeck.tui.diff_screen import DiffScreen
+from specdeck.tui.safe_text import ControlPictures
 
-#: Prompt lines shown in the preview.
+#: Prompt lines shown in the preview, and characters of each (a line may be megabytes).
 PROMPT_LINES = 6
+PROMPT_LINE_CHARS = 500
 #: Preview columns: (statistic, heading).
 PREVIEW_STATS = (("generated_tokens", "tokens"), ("tokens_per_s", "tok/s"),
                  ("acceptance_rate", "accepted"), ("speedup_vs_plain", "vs plain"),
@@ -50,33 +53,36 @@ def note(summary: SessionSummary) -> str:
 
 def preview(summary: SessionSummary) -> Group:
     """What the preview pane shows for one file, from its header and saved statistics."""
-    head = Text.assemble((summary.path.name, "bold"), f"   {byte_size(summary.size_bytes)}")
+    head = Text.assemble(literal(summary.path.name, "bold", one_line=True),
+                         f"   {byte_size(summary.size_bytes)}")
     parts: list = [head]
     if summary.problem:
-        parts.append(Text(f"cannot open it: {summary.problem}", style="bold"))
+        parts.append(literal(f"cannot open it: {summary.problem}", "bold"))
         return Group(*parts)
     if summary.created:
-        parts.append(Text(f"created {summary.created}"))
+        parts.append(literal(f"created {summary.created}", one_line=True))
     if summary.partial:
         parts.append(Text("partial: the run was cut short", style="bold"))
     models = [f"{role} {name}" for role, name in (("target", summary.target),
                                                   ("draft", summary.draft)) if name]
     if models:
-        parts.append(Text(" · ".join(models)))
+        parts.append(literal(" · ".join(models), one_line=True))
     if summary.strategies:
         table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
         table.add_column("strategy")
         for _, heading in PREVIEW_STATS:
             table.add_column(heading, justify="right")
         for name, stats in summary.strategies.items():
-            table.add_row(name, *(format_stat(key, stats.get(key)) for key, _ in PREVIEW_STATS))
+            table.add_row(literal(name, one_line=True),
+                          *(literal(format_stat(key, stats.get(key)), one_line=True)
+                            for key, _ in PREVIEW_STATS))
         parts += [Text(""), table]
     if summary.prompt is not None:
         lines = summary.prompt.splitlines() or [""]
-        shown = "\n".join(lines[:PROMPT_LINES])
+        shown = "\n".join(line[:PROMPT_LINE_CHARS] for line in lines[:PROMPT_LINES])
         hidden = len(lines) - PROMPT_LINES
         more = f"\n… {plural(hidden, 'more line')}" if hidden > 0 else ""
-        parts += [Text(""), Text("prompt", style="bold"), Text(shown + more)]
+        parts += [Text(""), Text("prompt", style="bold"), literal(shown + more)]
     return Group(*parts)
 
 
@@ -91,8 +97,9 @@ class RenameDialog(ModalScreen["Path | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="rename-body", classes="dialog"):
-            yield Static(f"Rename {self.path.name}", classes="dialog-title", markup=False)
-            yield Input(self.path.stem, id="rename-name")
+            yield Static(literal(f"Rename {self.path.name}", one_line=True),
+                         classes="dialog-title")
+            yield Input(self.path.stem, id="rename-name", highlighter=ControlPictures())
             yield Label("", id="rename-error", markup=False)
 
     @on(Input.Submitted)
@@ -100,7 +107,7 @@ class RenameDialog(ModalScreen["Path | None"]):
         try:
             new = rename_session(self.path, event.value)
         except SessionError as exc:
-            self.query_one("#rename-error", Label).update(f"⚠ {exc}")
+            self.query_one("#rename-error", Label).update(literal(f"⚠ {exc}"))
             return
         self.dismiss(new)
 
@@ -120,7 +127,7 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="confirm-body", classes="dialog"):
-            yield Static(self.question, classes="dialog-title", markup=False)
+            yield Static(literal(self.question, one_line=True), classes="dialog-title")
             with Horizontal(classes="dialog-buttons"):
                 yield Button(f"{self.yes} (y)", id="confirm-yes", variant="error")
                 yield Button("Cancel (n)", id="confirm-no")
@@ -150,7 +157,8 @@ class SessionBrowser(ModalScreen["Session | None"]):
 
     def compose(self) -> ComposeResult:
         with Vertical(id="sessions-body", classes="dialog"):
-            yield Static(f"Sessions in {self.directory}", classes="dialog-title", markup=False)
+            yield Static(literal(f"Sessions in {self.directory}", one_line=True),
+                         classes="dialog-title")
             with Horizontal(id="sessions-main"):
                 yield DataTable(id="sessions-table", cursor_type="row")
                 with VerticalScroll(id="session-preview-scroll"):
@@ -174,8 +182,8 @@ class SessionBrowser(ModalScreen["Session | None"]):
             self.marked = None
         table.clear()
         for summary in summaries:
-            table.add_row(self._mark(summary.path), summary.name, note(summary),
-                          key=str(summary.path))
+            table.add_row(self._mark(summary.path), literal(summary.name, one_line=True),
+                          note(summary), key=str(summary.path))
         if select is not None and str(select) in self.summaries:
             row = list(self.summaries).index(str(select))
         if summaries:
@@ -199,7 +207,7 @@ class SessionBrowser(ModalScreen["Session | None"]):
         summary = self.current
         target = self.query_one("#session-preview", Static)
         if summary is None:
-            target.update(Text(
+            target.update(literal(
                 f"No sessions in {self.directory} yet: every specdeck compare run is "
                 "saved there (--sessions-dir or $SPECDECK_SESSIONS_DIR to look elsewhere)."
             ))
@@ -212,7 +220,7 @@ class SessionBrowser(ModalScreen["Session | None"]):
                     "(the same one: its strategies against its first) · esc: unmark")
         else:
             text = f"{len(self.summaries)} sessions · enter: open in the panes"
-        self.query_one("#sessions-status", Static).update(text)
+        self.query_one("#sessions-status", Static).update(literal(text, one_line=True))
 
     def _readable(self) -> SessionSummary | None:
         summary = self.current

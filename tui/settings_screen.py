@@ -16,8 +16,11 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.requests import CompareRequest
+from specdeck.literal import literal
 from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
+from specdeck.tui.safe_text import ControlPictures
+from specdeck.visible import pictured
 
 #: Form fields: (id, label, how to read it).
 NUMBERS = (
@@ -116,18 +119,21 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
                 prompt="built-in prompt (or write your own below)",
                 value=current, id="prompt-picker",
             )
-            yield TextArea(values["prompt"], id="prompt", soft_wrap=True)
+            # A TextArea sends its text to the terminal as it is: control characters
+            # shown as pictures (the prompt stays as it was unless it is edited).
+            yield TextArea(pictured(values["prompt"]), id="prompt", soft_wrap=True)
             with Grid(id="settings-grid"):
                 for key in ROLES:  # model fields: typed, or picked from the catalog
                     yield Label(key.replace("_", " "))
                     with Horizontal(classes="model-field"):
-                        yield Input(values[key], id=key)
+                        yield Input(values[key], id=key, highlighter=ControlPictures())
                         yield Button("pick", id=f"pick-{key}", classes="pick-model")
                 yield Label("strategies")
-                yield Input(values["strategies"], id="strategies")
+                yield Input(values["strategies"], id="strategies",
+                            highlighter=ControlPictures())
                 for key, label, _ in NUMBERS:
                     yield Label(label)
-                    yield Input(values[key], id=key)
+                    yield Input(values[key], id=key, highlighter=ControlPictures())
             yield Label("", id="settings-error")
             with Horizontal(id="settings-buttons"):
                 yield Button("Apply and restart", id="apply", variant="primary")
@@ -156,10 +162,12 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
     @on(Button.Pressed, "#apply")
     def action_apply(self) -> None:
         values = {i.id: i.value for i in self.query(Input) if i.id}
-        values["prompt"] = self.query_one("#prompt", TextArea).text
+        prompt = self.query_one("#prompt", TextArea).text
+        values["prompt"] = (self.request.prompt if prompt == pictured(self.request.prompt)
+                            else prompt)
         try:
             request = apply_form(self.request, values)
         except SettingsError as exc:
-            self.query_one("#settings-error", Label).update(f"⚠ {exc}")
+            self.query_one("#settings-error", Label).update(literal(f"⚠ {exc}"))
             return
         self.dismiss(request)

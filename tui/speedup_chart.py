@@ -16,6 +16,7 @@ from rich.text import Text
 from textual.widget import Widget
 
 from specdeck.chart import COLOURS, Axes, series_of
+from specdeck.visible import visible
 
 #: One marker per series (cycled), drawn on each measured point.
 MARKERS = "●■▲◆✚★○□△◇"
@@ -91,7 +92,7 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
             x_labels[min(col + j, len(x_labels) - 1)] = ch
     lines.append(" " * _LABEL + "".join(x_labels).rstrip())
     lines.append(" " * _LABEL + "drafts per round (k, MTP depth)")
-    legend = [f"{MARKERS[i % len(MARKERS)]} {name}" for i, name in enumerate(series)]
+    legend = [f"{MARKERS[i % len(MARKERS)]} {visible(name)}" for i, name in enumerate(series)]
     legend.append(f"{BREAK_EVEN * 2} break-even (1.00x plain): above it speculation wins")
     return TextChart(lines, owners, legend)
 

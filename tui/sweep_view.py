@@ -14,8 +14,11 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
+from specdeck.literal import literal
 from specdeck.sweep_file import COLUMNS, Sweep, cell_row
+from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.speedup_chart import SpeedupChart
+from specdeck.visible import visible
 
 
 class SweepScreen(Screen[None]):
@@ -30,26 +33,26 @@ class SweepScreen(Screen[None]):
         super().__init__(id="sweep-view")
         self.sweep = sweep
         name = sweep.path.name if sweep.path else "sweep"
-        self.sub_title = f"sweep: {name}" + (" (partial)" if sweep.partial else "")
+        self.sub_title = visible(f"sweep: {name}" + (" (partial)" if sweep.partial else ""))
 
     def compose(self) -> ComposeResult:
         sweep = self.sweep
         yield Header()
         with VerticalScroll(id="sweep-body"):
             where = ", ".join(str(sweep.machine[k]) for k in ("chip", "os") if sweep.machine.get(k))
-            yield Static(
+            yield Static(literal(
                 f"{sweep.created}" + (f" on {where}" if where else "")
                 + (" · interrupted: the cells finished so far" if sweep.partial else ""),
-                id="sweep-meta",
-            )
+                one_line=True,
+            ), id="sweep-meta")
             table: DataTable = DataTable(id="sweep-table", zebra_stripes=True, cursor_type="row")
             table.add_columns(*COLUMNS)
             for cell in sweep.cells:
-                table.add_row(*cell_row(cell))
+                table.add_row(*(literal(value, one_line=True) for value in cell_row(cell)))
             yield table
             yield Static("Speedup over plain decoding", classes="dialog-title")
             yield SpeedupChart(sweep.cells, id="sweep-chart")
-            yield Static("\n".join(sweep.recommendations) or "no recommendations",
+            yield Static(literal("\n".join(sweep.recommendations) or "no recommendations"),
                          id="sweep-recommendations")
         yield Footer()
 
@@ -60,7 +63,7 @@ class SweepScreen(Screen[None]):
             self.app.exit()
 
 
-class SweepApp(App[None]):
+class SweepApp(LiteralNotify, App[None]):
     """``specdeck replay SWEEP.json``: the sweep view on its own."""
 
     CSS_PATH = "app.tcss"

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from rich.cells import cell_len
+from rich.cells import cell_len, get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Size
@@ -19,19 +19,10 @@ from textual.strip import Strip
 from textual.widget import Widget
 
 from specdeck.engines.events import Round
+from specdeck.visible import printable
 
 #: Token kinds, in legend order. ``target``: plain decoding's own token.
 KINDS = ("target", "accepted", "rejected", "correction", "bonus")
-
-#: Control characters would move the terminal's cursor: show them as symbols instead.
-_PRINTABLE = {code: 0x2400 + code for code in range(0x20)}
-_PRINTABLE.update({0x7F: "␡", ord("\t"): "    ", ord("\n"): "\n"})
-_PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0x80, 0xA0)})
-
-
-def printable(text: str) -> str:
-    """``text`` with control characters (other than newlines) made visible."""
-    return text.translate(_PRINTABLE)
 
 
 def round_tokens(event: Round) -> list[tuple[str, str]]:
@@ -129,31 +120,41 @@ class TokenView(ScrollView, can_focus=False):
 
     def _put(self, part: str, kind: str) -> None:
         width = self._wrap_width
-        cells = cell_len(part)
+        cells = len(part) if part.isascii() else cell_len(part)
         if width <= 0:  # not laid out yet: keep one long line, rewrapped on resize
             self._lines[-1].append((part, kind))
             self._last_width += cells
             return
         if self._last_width and self._last_width + cells > width:
             self._new_line()  # tokens are word-sized: wrap before one that does not fit
-        while cells > width - self._last_width:
-            room = width - self._last_width
-            head, cut = "", 0
-            for ch in part:
-                if cell_len(head + ch) > room:
-                    break
-                head += ch
-                cut += 1
-            if not head:  # a wide character on a line with one cell left
-                self._new_line()
-                continue
-            self._lines[-1].append((head, kind))
-            self._new_line()
-            part = part[cut:]
-            cells = cell_len(part)
+        if cells > width - self._last_width:
+            part, cells = self._cut(part, kind, width)
         if part:
             self._lines[-1].append((part, kind))
             self._last_width += cells
+
+    def _cut(self, part: str, kind: str, width: int) -> tuple[str, int]:
+        """Fill lines with ``part`` (too long for the open line) in one pass; the rest
+        for the last line, and its cells. Linear: a model may emit megabytes without a
+        space (re-measuring per line took minutes for 2 MB)."""
+        room = width - self._last_width
+        if part.isascii():  # one cell per character: cut by position
+            start = 0
+            while len(part) - start > room:
+                self._lines[-1].append((part[start : start + room], kind))
+                self._new_line()
+                start, room = start + room, width
+            return part[start:], len(part) - start
+        start = used = 0
+        for i, ch in enumerate(part):
+            size = get_character_cell_size(ch)
+            if used + size > room:
+                if i > start:
+                    self._lines[-1].append((part[start:i], kind))
+                self._new_line()  # (a wide character on a line with one cell left too)
+                start, used, room = i, 0, width
+            used += size
+        return part[start:], used
 
     def _rewrap(self) -> None:
         self._lines = [[]]
