@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E402
@@ -36,7 +36,7 @@ PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
 
 def build_pair(size: str, root: Path) -> tuple[Path, Path]:
-    from tiny_models import build_family, build_model, build_tokenizer
+    from specdeck.testing.tiny_models import build_family, build_model, build_tokenizer
 
     if size == "tiny":
         family = build_family(root)

@@ -21,7 +21,7 @@ from specdeck.engines.catalog import describe_dir, find_models, scan_hf_cache, s
 from specdeck.engines.errors import ModelError
 from specdeck.engines.loading import ModelStore, load_tokenizer, resolve, vocabulary_mismatch
 from specdeck.cli import main
-from tiny_models import build_mtp_model
+from specdeck.testing.tiny_models import build_mtp_model
 
 ROOT = Path(__file__).resolve().parent.parent
 ORG = "tiny-org"
@@ -182,7 +182,7 @@ def test_directories_named_by_the_user(tiny_family, tmp_path) -> None:
 def test_quantized_and_half_precision_facts(tiny_family, tmp_path) -> None:
     from mlx_lm import convert
 
-    from tiny_models import build_model
+    from specdeck.testing.tiny_models import build_model
 
     src = build_model(tmp_path / "f32", "llama", seed=15, tokenizer_dir=tiny_family["tokenizer"],
                       hidden_size=64)

@@ -65,7 +65,7 @@ def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path, targ
 def test_estimate_within_25_percent_for_half_precision_and_quantized(tiny_family, tmp_path) -> None:
     from mlx_lm import convert
 
-    from tiny_models import build_model
+    from specdeck.testing.tiny_models import build_model
 
     src = build_model(tmp_path / "f32", "llama", seed=15, tokenizer_dir=tiny_family["tokenizer"],
                       hidden_size=64)

@@ -28,7 +28,7 @@ from specdeck.engines.strategies import Models, run_strategy
 from lossless import lossless_pvalues
 from specdeck.cli import main
 from specdeck.session import SCHEMA_PATH
-from tiny_models import build_mtp_model
+from specdeck.testing.tiny_models import build_mtp_model
 
 PROMPT = "def add(a, b):\n    return"
 TOKENS = 48

@@ -24,7 +24,7 @@ from specdeck.tui.help_screen import HelpScreen  # noqa: E402
 from specdeck.tui.inspector import RoundInspector  # noqa: E402
 from specdeck.tui.settings_screen import SettingsScreen  # noqa: E402
 from specdeck.tui.token_view import printable  # noqa: E402
-from tui_support import run_async, settle  # noqa: E402
+from specdeck.testing.pilot import run_async, settle  # noqa: E402
 
 PROMPT = "def add(a, b):\n    return"
 SIZE = (160, 48)

@@ -24,7 +24,8 @@ from specdeck.tui.model_picker import ModelPicker, catalog_dirs
 from specdeck.tui.speedup_chart import BREAK_EVEN, plot_speedups
 from specdeck.tui.sweep_view import SweepApp
 from session_helpers import document, sample_traces
-from tui_support import demo_traces, run_async, settle
+from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.traces import demo_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -18,7 +18,8 @@ from specdeck.batcher import EventBatcher
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.tui.inspector import describe_rollback, explain_round
 from specdeck.tui.token_view import TokenView, printable, round_tokens
-from tui_support import demo_traces, run_async
+from specdeck.testing.pilot import run_async
+from specdeck.testing.traces import demo_traces
 
 
 def test_prompts_cover_the_workload_kinds():

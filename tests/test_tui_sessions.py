@@ -18,7 +18,8 @@ from session_helpers import document, make_trace, plain_trace, sample_traces
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
-from tui_support import demo_traces, run_async, settle
+from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.traces import demo_traces
 
 SIZE = (160, 48)
 #: The "new" session's plain output: the sample's, with tokens 3 and 4 replaced.
