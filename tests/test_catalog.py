@@ -86,7 +86,7 @@ def no_network(monkeypatch):
 
 def loaded_parameters(path: Path) -> tuple[int, int]:
     """(parameters, bytes) of the model mlx-lm loads: the oracle for the catalog."""
-    model = ModelStore._load(str(path), path, None).model
+    model = ModelStore().get(str(path)).model
     params = tree_flatten(model.parameters())
     return sum(v.size for _, v in params), sum(v.nbytes for _, v in params)
 
@@ -248,7 +248,8 @@ HEAD_FILES = ["named/head.safetensors", "optiq/mtp.safetensors", "mtp.safetensor
 def test_mtp_head_lookup_mirrors_mlx_optiq(tmp_path, names):
     """The catalog finds an MTP head where mlx-optiq's loader does (first match wins),
     without importing it."""
-    artifacts = pytest.importorskip("optiq.runtime.mtp.artifacts")
+    from optiq.runtime.mtp import artifacts
+
     config = {"mlx_lm_extra_tensors": {"mtp_file": "named/head.safetensors"}}
     for name in names:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -16,6 +16,7 @@ from textual.widgets import DataTable, Input
 
 import specdeck.tui.model_picker as model_picker
 from specdeck.engines.catalog import ModelInfo
+from specdeck.engines.compare import CompareRequest
 from specdeck.cli import main
 from specdeck.session import load_session
 from specdeck.sweep_file import cell_row, load_sweep
@@ -90,10 +91,9 @@ class SettingsHost(App[None]):
         self.push_screen(SettingsScreen(self.request))
 
 
-def compare_request(target: Path):
-    compare = pytest.importorskip("specdeck.engines.compare")  # the dialog edits a CompareRequest
-    return compare.CompareRequest(target=str(target), strategies=["plain", "draft"],
-                                  prompt="def add(a, b):", draft=None)
+def compare_request(target: Path) -> CompareRequest:
+    return CompareRequest(target=str(target), strategies=["plain", "draft"],
+                           prompt="def add(a, b):", draft=None)
 
 
 async def open_picker(app: App, pilot, role: str) -> ModelPicker:
@@ -202,8 +202,7 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
 
 @run_async
 async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
-    pytest.importorskip("mlx_lm")
-    from specdeck.engines.compare import CompareRequest, estimate_memory
+    from specdeck.engines.compare import estimate_memory
     from specdeck.engines.config import DecodeSettings
 
     request = CompareRequest(
@@ -383,7 +382,6 @@ def test_diff_of_two_sweeps_lines_up_cells(sweep_file, tmp_path, capsys):
 
 
 def test_a_sweep_that_specdeck_wrote_replays(tiny_family, tmp_path, capsys):
-    pytest.importorskip("mlx_lm")
     out = tmp_path / "sweep.json"
     assert main([
         "sweep", "--target", str(tiny_family["llama_target"]),

@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import pytest
 
+from specdeck.engines.compare import CompareRequest
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Done, Prefill, Round, Trace
@@ -130,9 +131,8 @@ def test_explain_round_greedy_and_sampled():
 def test_settings_form_builds_a_validated_request(tmp_path):
     from specdeck.tui.settings_screen import apply_form, form_values
 
-    compare = pytest.importorskip("specdeck.engines.compare")
-    request = compare.CompareRequest(target="t", strategies=["plain", "draft"], prompt="p",
-                                     draft="d", settings=DecodeSettings())
+    request = CompareRequest(target="t", strategies=["plain", "draft"], prompt="p",
+                             draft="d", settings=DecodeSettings())
     values = form_values(request)
     assert apply_form(request, values) == request  # the round trip changes nothing
     changed = apply_form(request, {**values, "k": "5", "temperature": "0.7",
@@ -159,7 +159,6 @@ def test_the_app_and_replay_never_import_mlx():
 
 
 def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("mlx_lm")
     from specdeck.engines import demo
     from specdeck import cli
 

@@ -279,7 +279,6 @@ def test_long_equal_stretches_are_cut_to_context():
 
 @run_async
 async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, tmp_path):
-    pytest.importorskip("mlx_lm")
     from specdeck.engines.compare import CompareRequest
     from specdeck.engines.config import DecodeSettings
 
