@@ -1,5 +1,5 @@
-"""The dependency rule of DESIGN.md: the core never imports textual or rich; the TUI never
-imports mlx itself. Checked on the source, so an import inside a function counts too."""
+"""The dependency rule (README, "Development"): the core never imports textual or rich;
+the TUI never imports mlx itself. Checked on the source, so an import inside a function counts too."""
 
 from __future__ import annotations
 
