@@ -1,6 +1,6 @@
 """Measure the built-in demo family: acceptance, the k sweep, and what OpenBLAS buys.
 
-1. A sweep (``engines.sweep``) on the structured-code and open-ended prose prompts:
+1. A sweep (``sweep``) on the structured-code and open-ended prose prompts:
    plain, ``draft`` at k = 1, 2, 4, 8, 16 and ``mtp`` at depth 1, 2; temperature 0,
    interleaved repetitions, median tokens/s, speedup over plain, MAD-based robust CV,
    and whether every output equals plain decoding token for token.
@@ -105,11 +105,10 @@ def matmul_gflops(n: int = 1024, reps: int = 5) -> float:
 def round_costs(max_tokens: int) -> dict:
     """Where a speculative round's time goes on the hybrid target (code prompt, k = 2):
     a round whose drafts were all kept verifies once; a rejection rewinds the gated delta
-    net layers to the state the verify pass kept (``engines.capture``), or, with capture
+    net layers to the state the verify pass kept (``capture``), or, with capture
     turned off as for other recurrent layouts, restores the state and replays the kept
     tokens: a second target pass."""
-    import specdeck.engines.speculative
-    from specdeck import engines
+    from specdeck.engines import speculative
     from specdeck.engines.compare import encode_prompt, load_models
     from specdeck.engines.requests import CompareRequest
     from specdeck.engines.config import DecodeSettings
@@ -136,12 +135,12 @@ def round_costs(max_tokens: int) -> dict:
 
     plain = rounds("plain")
     captured = rounds("draft")
-    supports = engines.speculative.supports_capture
-    engines.speculative.supports_capture = lambda model: False
+    supports = speculative.supports_capture
+    speculative.supports_capture = lambda model: False
     try:
         replayed = rounds("draft")
     finally:
-        engines.speculative.supports_capture = supports
+        speculative.supports_capture = supports
     return {
         "plain_seconds_per_token": median([r.verify_seconds for r in plain]),
         "draft_seconds_per_round_k2": median([r.draft_seconds for r in captured]),

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 from textual.app import App, ComposeResult  # noqa: E402
 
@@ -40,7 +40,8 @@ from specdeck.engines.loading import ModelStore  # noqa: E402
 from specdeck.engines.stats import compute_stats  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
 from specdeck.tui.token_view import TokenView  # noqa: E402
-from tui_support import settle, words  # noqa: E402
+from specdeck.testing.pilot import settle  # noqa: E402
+from specdeck.testing.traces import words  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
@@ -109,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.target:
         target, draft = args.target, args.draft
     else:
-        from tiny_models import build_family
+        from specdeck.testing.tiny_models import build_family
 
         family = build_family(Path(tempfile.mkdtemp(prefix="specdeck-bench-")))
         target, draft = str(family["llama_target"]), str(family["llama_draft"])

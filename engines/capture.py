@@ -51,7 +51,8 @@ def forward_captured(model: Any, cache: Sequence[Any], tokens: mx.array,
     out = forward_with_gdn_capture(model, tokens[None], cache, return_hidden=want_hidden,
                                    capture_backend=None)  # stock path: CPU and Metal
     logits, hidden, captures = out if want_hidden else (out[0], None, out[1])
-    return CapturedPass(log_probs(logits[0]), hidden[0] if hidden is not None else None,
+    return CapturedPass(log_probs(logits.squeeze(0)),
+                        hidden.squeeze(0) if hidden is not None else None,
                         captures)
 
 

@@ -6,8 +6,10 @@ stop rules, the same clock and the same text pieces for every pane.
 
 from __future__ import annotations
 
+import contextlib
+import threading
 import time
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
@@ -17,6 +19,11 @@ from specdeck.engines.events import Done, FinishReason, Prefill
 
 Clock = Callable[[], float]
 
+#: Free mlx's buffer cache every this many generated tokens, as mlx-lm's loops do: a
+#: long run (or an engine process that runs for hours) otherwise keeps every buffer
+#: size it ever used.
+CLEAR_CACHE_EVERY = 256
+
 
 def log_probs(logits: mx.array) -> mx.array:
     """Normalise logits over the vocabulary (the last axis)."""
@@ -25,7 +32,7 @@ def log_probs(logits: mx.array) -> mx.array:
 
 def forward(model: Any, cache: Sequence[Any], tokens: mx.array) -> mx.array:
     """Log-probabilities (S, V) after each of ``tokens`` (1-D), advancing ``cache``."""
-    return log_probs(model(tokens[None], cache=cache)[0])
+    return log_probs(model(tokens[None], cache=cache).squeeze(0))
 
 
 def split_at_output(model: Any) -> tuple[Any, Callable[[mx.array], mx.array]]:
@@ -47,8 +54,8 @@ def forward_hidden(
     """``forward``, also returning the final hidden states (S, H) behind each row, from
     the same single pass (see ``split_at_output``)."""
     trunk, output = split_at_output(model)
-    hidden = trunk(tokens[None], cache=cache)
-    return log_probs(output(hidden)[0]), hidden[0]
+    hidden = trunk(tokens[None], cache=cache).squeeze(0)
+    return log_probs(output(hidden)), hidden
 
 
 def prefill(model: Any, cache: Sequence[Any], prompt: mx.array, step: int) -> mx.array:
@@ -62,7 +69,39 @@ def prefill(model: Any, cache: Sequence[Any], prompt: mx.array, step: int) -> mx
         model(prompt[:n][None], cache=cache)
         mx.eval([c.state for c in cache])
         prompt = prompt[n:]
+        if prompt.size > 1:
+            mx.clear_cache()  # a long prompt: free this chunk's activations (as mlx-lm does)
     return prompt
+
+
+_wired = threading.Lock()
+_wired_runs = 0
+_wired_before: int | None = None
+
+
+@contextlib.contextmanager
+def wired_limit() -> Iterator[None]:
+    """Keep the GPU's memory wired for the duration of a run on Metal (as mlx-lm's
+    ``generate`` does), so the weights are not paged out between steps; no-op on the CPU
+    and CUDA backends. Runs may overlap (threads): the first to start raises the limit
+    and the last to end puts the old one back, once nothing is in flight."""
+    global _wired_runs, _wired_before
+    limit = mx.device_info().get("max_recommended_working_set_size")
+    if not (mx.metal.is_available() and limit):
+        yield
+        return
+    with _wired:
+        if _wired_runs == 0:
+            _wired_before = mx.set_wired_limit(limit)
+        _wired_runs += 1
+    try:
+        yield
+    finally:
+        mx.synchronize(generation_stream)  # the limit must not change under an async eval
+        with _wired:
+            _wired_runs -= 1
+            if _wired_runs == 0:
+                mx.set_wired_limit(_wired_before)
 
 
 class Output:
@@ -84,16 +123,31 @@ class Output:
     def finished(self) -> bool:
         return self.reason is not None
 
-    def add(self, token: int) -> str:
-        """Append one token; return the text it completes (end of sequence adds none)."""
-        self.tokens.append(token)
-        if token in self._eos:
-            self.reason = "stop"
-            return ""
-        if len(self.tokens) >= self.max_tokens:
-            self.reason = "length"
-        self._detokenizer.add_token(token)
-        return self._detokenizer.last_segment
+    def extend(self, tokens: Sequence[int]) -> int:
+        """Append ``tokens`` in order until the run must stop (end of sequence, max
+        tokens); return how many were kept. Cheap: the text comes from ``pieces``, which
+        the loops call once the next forward pass is queued."""
+        for kept, token in enumerate(tokens, 1):
+            self.tokens.append(token)
+            if token in self._eos:
+                self.reason = "stop"
+                return kept
+            if len(self.tokens) >= self.max_tokens:
+                self.reason = "length"
+                return kept
+        return len(tokens)
+
+    def pieces(self, tokens: Sequence[int]) -> list[str]:
+        """The text each of ``tokens`` (the ones ``extend`` just kept) adds, from the
+        streaming detokenizer; end of sequence adds none."""
+        detokenizer, pieces = self._detokenizer, []
+        for token in tokens:
+            if token in self._eos:
+                pieces.append("")
+            else:
+                detokenizer.add_token(token)
+                pieces.append(detokenizer.last_segment)
+        return pieces
 
     def tail(self) -> str:
         """Flush what the detokenizer still holds at the end of the run."""

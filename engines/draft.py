@@ -47,13 +47,14 @@ class DraftModel:
         drafts, lps = [], []
         for _ in range(count):
             self.points.append(checkpoint(self.cache, y.size))
-            lp = sampling_logprobs(forward(self.model, self.cache, y)[-1], self.sampling)
-            token = choose(lp, self.sampling, self.keys)
-            mx.async_eval(token)
-            drafts.append(token)
+            # (1, V) and (1,): no reshaping between steps (on the CPU backend every
+            # operation costs dispatch time, and this loop is most of a round).
+            lp = sampling_logprobs(forward(self.model, self.cache, y)[-1:], self.sampling)
+            y = choose(lp, self.sampling, self.keys)
+            mx.async_eval(y)
+            drafts.append(y)
             lps.append(lp)
-            y = token[None]
-        return mx.stack(drafts), mx.stack(lps)
+        return mx.concatenate(drafts), mx.concatenate(lps)
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None

@@ -52,8 +52,16 @@ class Round:
     end: EndKind | None
     pieces: list[str]
     rejected_pieces: list[str]
+    #: From the end of the previous round (or of the prefill) until this round's drafts
+    #: were known. The previous round's text and event are made while these drafts
+    #: compute, so that time lands here when it outlasts the drafting. 0 for plain.
     draft_seconds: float
+    #: From then until the verdict was read back and the caches rewound: building and
+    #: running the verify pass (plain decoding: one step, queued behind the last).
     verify_seconds: float
+    #: Seconds since the run started when this round's tokens were known. Rounds tile
+    #: the decode: ``t`` minus the previous round's ``t`` (or the prefill's) is
+    #: ``draft_seconds + verify_seconds``.
     t: float
     #: Probability of each drafted token under the draft's (sampling) distribution q.
     draft_probs: list[float] | None = None

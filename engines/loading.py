@@ -137,8 +137,8 @@ def check_pair(
 def prefer_fast_dtype(model: nn.Module) -> bool:
     """On the CPU backend, cast half-precision weights to float32.
 
-    float16/bfloat16 matrix products do not go through BLAS on the CPU and run ~100x
-    slower than float32. Quantized weights stay as they are. Returns whether it cast.
+    float16/bfloat16 matrix products do not go through BLAS on the CPU: a 1024x1024
+    product took 20-40x as long as in float32 with OpenBLAS. Quantized weights stay as they are. Returns whether it cast.
     """
     if mx.default_device().type != mx.DeviceType.cpu:
         return False

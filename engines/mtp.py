@@ -60,13 +60,12 @@ class MtpHead:
 
     def __call__(self, hidden: mx.array, token: mx.array) -> tuple[mx.array, mx.array]:
         """From a hidden state (1, 1, H) at position t and the token (1, 1) at t+1: the
-        head's own hidden state (chain it to draft further) and log-probs (V,) for t+2."""
+        head's own hidden state (chain it to draft further) and log-probs (1, V) for t+2."""
         b = self.block
         embedded = b.pre_fc_norm_embedding(self.embed(token))
         x = b.fc(mx.concatenate([embedded, b.pre_fc_norm_hidden(hidden)], axis=-1))
         out = b.norm(b.layers[0](x, mask=None, cache=None))
-        logits = self.output(out)[0, -1]
-        return out, log_probs(logits)
+        return out, log_probs(self.output(out).squeeze(0))
 
 
 @dataclass
@@ -155,13 +154,13 @@ class MtpDrafter:
             mx.async_eval(draft)
             drafts.append(draft)
             lps.append(lp)
-            token = draft.reshape(1, 1)
-        return mx.stack(drafts), mx.stack(lps)
+            token = draft[None]
+        return mx.concatenate(drafts), mx.concatenate(lps)
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
-        self.hidden = hidden[accepted][None, None]
+        self.hidden = hidden[None, accepted : accepted + 1]
         self.token = token
 
 

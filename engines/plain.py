@@ -1,8 +1,8 @@
 """Plain autoregressive decoding: the baseline every other strategy is measured against.
 
 The loop is mlx-lm's ``generate_step``: the next step's graph is queued before the
-current token is read back, so the device never waits for Python. Each token is a Round
-with no drafts.
+current token is read back, and the token's text and Round are made while that step
+runs, so the device never waits for Python. Each token is a Round with no drafts.
 """
 
 from __future__ import annotations
@@ -15,7 +15,9 @@ from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
 from specdeck.engines.config import DecodeSettings
-from specdeck.engines.decoding import Clock, Output, Timer, forward, prefill_event
+from specdeck.engines.decoding import (
+    CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, prefill_event, wired_limit,
+)
 from specdeck.engines.events import Event, Round
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.sampling import KeyStream, choose, sampling_logprobs, top_alternatives
@@ -32,14 +34,10 @@ def run_plain(
     sampling = settings.sampling
     keys = KeyStream(sampling.seed)
     output = Output(target.tokenizer, settings)
-    timer = Timer(clock)
-
-    pre, y = prefill_event(model, cache, prompt, settings, timer)
-    yield pre
 
     def step(tokens: mx.array) -> tuple[mx.array, ...]:
         with mx.stream(generation_stream):
-            lp = sampling_logprobs(forward(model, cache, tokens)[-1], sampling)
+            lp = sampling_logprobs(forward(model, cache, tokens)[-1:], sampling)  # (1, V)
             token = choose(lp, sampling, keys)
             if settings.alternatives:
                 ids, probs = top_alternatives(lp, settings.alternatives)
@@ -49,33 +47,41 @@ def run_plain(
         mx.async_eval(token, *extra)
         return (token, *extra)
 
-    current = step(y)
-    last = pre.t
-    index = 0
-    while True:
-        upcoming = step(current[0][None]) if output.remaining > 1 else None
-        token = current[0].item()
-        piece = output.add(token)
-        now = timer.now()
-        alternatives = None
-        if settings.alternatives:
-            alternatives = [
-                [[i, p] for i, p in zip(current[1].tolist(), current[2].tolist())]
-            ]
-        yield Round(
-            index=index,
-            drafted=[],
-            accepted=0,
-            tokens=[token],
-            end="target",
-            pieces=[piece],
-            rejected_pieces=[],
-            draft_seconds=0.0,
-            verify_seconds=now - last,
-            t=now,
-            alternatives=alternatives,
-        )
-        if output.finished or upcoming is None:
-            break
-        current, last, index = upcoming, now, index + 1
-    yield timer.done(output)
+    with wired_limit():
+        timer = Timer(clock)
+        pre, y = prefill_event(model, cache, prompt, settings, timer)
+        yield pre
+
+        current = step(y)
+        last = pre.t
+        index = 0
+        while True:
+            upcoming = step(current[0]) if output.remaining > 1 else None
+            token = current[0].item()
+            now = timer.now()
+            output.extend([token])
+            alternatives = None
+            if settings.alternatives:
+                alternatives = [
+                    [[i, p] for i, p in zip(row_ids, row_p)]
+                    for row_ids, row_p in zip(current[1].tolist(), current[2].tolist())
+                ]
+            yield Round(
+                index=index,
+                drafted=[],
+                accepted=0,
+                tokens=[token],
+                end="target",
+                pieces=output.pieces([token]),
+                rejected_pieces=[],
+                draft_seconds=0.0,
+                verify_seconds=now - last,
+                t=now,
+                alternatives=alternatives,
+            )
+            if output.finished or upcoming is None:
+                break
+            current, last, index = upcoming, now, index + 1
+            if index % CLEAR_CACHE_EVERY == 0:
+                mx.clear_cache()
+        yield timer.done(output)

@@ -31,12 +31,13 @@ class KeyStream:
 def sampling_logprobs(logprobs: mx.array, sampling: Sampling) -> mx.array:
     """Normalised log-probabilities of the distribution a token is drawn from.
 
-    ``logprobs`` has the vocabulary on its last axis (any leading shape). With
-    temperature 0 this is the model's own distribution (used only for display).
+    ``logprobs``: the model's normalised log-probabilities, the vocabulary on the last
+    axis (any leading shape). With temperature 0 they are returned as they are (the
+    argmax picks the token; the probabilities are for display).
     """
     x = logprobs
     if sampling.greedy:
-        return log_probs(x)
+        return x
     if 0.0 < sampling.top_p < 1.0:
         x = apply_top_p(x, sampling.top_p)
     if sampling.min_p > 0.0:

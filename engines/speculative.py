@@ -18,7 +18,9 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from specdeck.engines.capture import CapturedPass, commit_prefix, forward_captured, supports_capture
 from specdeck.engines.config import DecodeSettings
-from specdeck.engines.decoding import Clock, Output, Timer, forward, forward_hidden, prefill_event
+from specdeck.engines.decoding import (
+    CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, forward_hidden, prefill_event, wired_limit,
+)
 from specdeck.engines.events import EndKind, Event, Round
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.rollback import Rewind, checkpoint, rewind
@@ -66,108 +68,127 @@ def run_speculative(
     keys: KeyStream,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
+    """Draft, verify, rewind and record, round after round.
+
+    Only the verdict is read back before the next round's drafts are queued; what the
+    round records besides (probabilities, uniform draws, the target's alternatives, the
+    text) is computed and written down while those drafts compute, as mlx-lm overlaps
+    Python work with the next step. A round's ``draft_seconds`` therefore runs from the
+    end of the previous round's verify pass to the moment its drafts are known, and
+    includes the recording of the previous round where that outlasts the drafting;
+    ``verify_seconds`` runs from there to the end of the verdict and rewind. Rounds tile
+    the decode time.
+    """
     model = target.model
     cache = make_prompt_cache(model, max_kv_size=settings.max_kv_size)
     sampling = settings.sampling
     output = Output(target.tokenizer, settings)
-    timer = Timer(clock)
 
-    pre, pending = prefill_event(
-        model, cache, prompt, settings, timer, *proposer.companions()
-    )
-    proposer.begin(prompt, pending)
-    yield pre
-
-    # Hybrid targets keep each position's recurrent state in the verify pass, so a
-    # rejection never needs a second pass (``engines.capture``).
-    captures = supports_capture(model)
-    last = pre.t
-    index = 0
-    while not output.finished:
+    def propose() -> tuple[mx.array, mx.array | None]:
         with mx.stream(generation_stream):
-            drafts, draft_lp = proposer.propose(min(max_drafts, output.remaining))
-        mx.eval(drafts)
-        drafted = drafts.tolist()
-        k = len(drafted)
-        after_draft = timer.now()
+            return proposer.propose(min(max_drafts, output.remaining))
 
-        with mx.stream(generation_stream):
-            verified = mx.concatenate([pending, drafts])
-            captured: CapturedPass | None = None
-            if captures:
-                captured = forward_captured(model, cache, verified, proposer.wants_hidden)
-                logprobs, hidden = captured.logprobs, captured.hidden
-            else:
-                point = checkpoint(cache, 1 + k)
-                if proposer.wants_hidden:
-                    logprobs, hidden = forward_hidden(model, cache, verified)
-                else:
-                    logprobs, hidden = forward(model, cache, verified), None
-            lp = sampling_logprobs(logprobs, sampling)
-            verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
-            wanted = [verdict.passed, verdict.fallback, verdict.target_probs, verdict.draft_probs]
-            if verdict.uniforms is not None:
-                wanted.append(verdict.uniforms)
-            if settings.alternatives:
-                wanted.extend(top_alternatives(lp, settings.alternatives))
-        mx.eval(wanted)
-        passed = verdict.passed.tolist()
-        accepted = next((i for i, ok in enumerate(passed) if not ok), k)
-        token = verdict.fallback[accepted].item()
+    with wired_limit():
+        timer = Timer(clock)
+        pre, pending = prefill_event(
+            model, cache, prompt, settings, timer, *proposer.companions()
+        )
+        proposer.begin(prompt, pending)
+        yield pre
 
-        replayed = 0
-        if captured is not None:
-            action = Rewind.NONE if accepted == k else Rewind.CAPTURED
-            if action is Rewind.CAPTURED:
-                commit_prefix(cache, captured, keep=1 + accepted, fed=1 + k)
-        else:
-            action = rewind(cache, point, keep=1 + accepted)
-        if action is Rewind.REPLAY:
-            replayed = 1 + accepted
+        # Hybrid targets keep each position's recurrent state in the verify pass, so a
+        # rejection never needs a second pass (``engines.capture``).
+        captures = supports_capture(model)
+        last = pre.t
+        index = cleared = 0
+        drafts, draft_lp = propose()
+        while True:
+            mx.eval(drafts)
+            after_draft = timer.now()
+            k = drafts.size
+
             with mx.stream(generation_stream):
-                model(mx.concatenate([pending, drafts[:accepted]])[None], cache=cache)
-            mx.eval([c.state for c in cache])
-        proposer.settle(drafted, accepted, token, hidden)
-        pending = mx.array([token], mx.uint32)
-        now = timer.now()
+                verified = mx.concatenate([pending, drafts])
+                captured: CapturedPass | None = None
+                if captures:
+                    captured = forward_captured(model, cache, verified, proposer.wants_hidden)
+                    logprobs, hidden = captured.logprobs, captured.hidden
+                else:
+                    point = checkpoint(cache, 1 + k)
+                    if proposer.wants_hidden:
+                        logprobs, hidden = forward_hidden(model, cache, verified)
+                    else:
+                        logprobs, hidden = forward(model, cache, verified), None
+                lp = sampling_logprobs(logprobs, sampling)
+                verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
+            mx.eval(verdict.passed, verdict.fallback)
+            drafted = drafts.tolist()
+            accepted = next((i for i, ok in enumerate(verdict.passed.tolist()) if not ok), k)
+            token = verdict.fallback.tolist()[accepted]
 
-        tokens: list[int] = []
-        pieces: list[str] = []
-        for t in drafted[:accepted]:
-            tokens.append(t)
-            pieces.append(output.add(t))
+            replayed = 0
+            if captured is not None:
+                action = Rewind.NONE if accepted == k else Rewind.CAPTURED
+                if action is Rewind.CAPTURED:
+                    commit_prefix(cache, captured, keep=1 + accepted, fed=1 + k)
+            else:
+                action = rewind(cache, point, keep=1 + accepted)
+            if action is Rewind.REPLAY:
+                replayed = 1 + accepted
+                with mx.stream(generation_stream):
+                    model(mx.concatenate([pending, drafts[:accepted]])[None], cache=cache)
+                mx.eval([c.state for c in cache])
+            proposer.settle(drafted, accepted, token, hidden)
+            pending = mx.array([token], mx.uint32)
+            now = timer.now()
+
+            # The tokens this round adds: the accepted drafts, then the target's token,
+            # unless the run stops inside the accepted drafts.
+            candidates = drafted[:accepted] + [token]
+            tokens = candidates[: output.extend(candidates)]
+            if not output.finished:
+                drafts, draft_lp = propose()
+            # Everything else the round records is computed behind the next drafts.
+            with mx.stream(generation_stream):
+                probs = [verdict.draft_probs, verdict.target_probs]
+                if verdict.uniforms is not None:
+                    probs.append(verdict.uniforms)
+                top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
+            mx.async_eval(*probs, *top)
+            end: EndKind | None = None
+            if len(tokens) > accepted:
+                end = "bonus" if accepted == k and k else ("correction" if k else "target")
+            pieces = output.pieces(tokens)
+            rejected_pieces = output.draft_pieces(drafted[accepted:]) if accepted < k else []
+            alternatives = None
+            if top:
+                alternatives = [
+                    [[i, p] for i, p in zip(row_ids, row_p)]
+                    for row_ids, row_p in zip(top[0].tolist(), top[1].tolist())
+                ]
+            yield Round(
+                index=index,
+                drafted=drafted,
+                accepted=accepted,
+                tokens=tokens,
+                end=end,
+                pieces=pieces,
+                rejected_pieces=rejected_pieces,
+                draft_seconds=after_draft - last,
+                verify_seconds=now - after_draft,
+                t=now,
+                draft_probs=probs[0].tolist() if k else None,
+                target_probs=probs[1].tolist() if k else None,
+                uniforms=probs[2].tolist() if verdict.uniforms is not None else None,
+                alternatives=alternatives,
+                rollback=action.value,
+                replayed=replayed,
+            )
             if output.finished:
                 break
-        end: EndKind | None = None
-        if not output.finished:
-            tokens.append(token)
-            pieces.append(output.add(token))
-            end = "bonus" if accepted == k and k else ("correction" if k else "target")
-        alternatives = None
-        if settings.alternatives:
-            ids, probs = wanted[-2], wanted[-1]
-            alternatives = [
-                [[i, p] for i, p in zip(row_ids, row_p)]
-                for row_ids, row_p in zip(ids.tolist(), probs.tolist())
-            ]
-        yield Round(
-            index=index,
-            drafted=drafted,
-            accepted=accepted,
-            tokens=tokens,
-            end=end,
-            pieces=pieces,
-            rejected_pieces=output.draft_pieces(drafted[accepted:]) if accepted < k else [],
-            draft_seconds=after_draft - last,
-            verify_seconds=now - after_draft,
-            t=now,
-            draft_probs=verdict.draft_probs.tolist() if k else None,
-            target_probs=verdict.target_probs.tolist() if k else None,
-            uniforms=verdict.uniforms.tolist() if verdict.uniforms is not None else None,
-            alternatives=alternatives,
-            rollback=action.value,
-            replayed=replayed,
-        )
-        last = now
-        index += 1
-    yield timer.done(output)
+            last = now
+            index += 1
+            if len(output.tokens) - cleared >= CLEAR_CACHE_EVERY:
+                mx.clear_cache()
+                cleared = len(output.tokens)
+        yield timer.done(output)

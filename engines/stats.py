@@ -1,8 +1,8 @@
 """Statistics derived from a run's events alone, so live panes, replays and sweeps agree.
 
 Terms: a *round* is one draft-and-verify cycle; *proposed* counts drafted tokens,
-*accepted* the drafted tokens the target kept. The speculation model of DESIGN.md:
-with acceptance rate ``a`` and ``k`` drafts a round yields ``(1 - a^(k+1)) / (1 - a)``
+*accepted* the drafted tokens the target kept. The textbook speculation model (Leviathan et
+al., 2023): with acceptance rate ``a`` and ``k`` drafts a round yields ``(1 - a^(k+1)) / (1 - a)``
 tokens on average and costs ``k * c + 1`` target passes, where ``c`` is the cost of
 one draft step relative to one verify pass.
 """

@@ -89,3 +89,5 @@ def run_strategy(
             "error", generated, clock() - start, int(mx.get_peak_memory()),
             error=f"{type(exc).__name__}: {exc}",
         )
+    finally:  # a consumer that stops early ends the run too (its wired limit comes back)
+        events.close()

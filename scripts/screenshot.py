@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
 from specdeck.engines.config import DecodeSettings  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
-from tui_support import demo_traces  # noqa: E402
+from specdeck.testing.traces import demo_traces  # noqa: E402
 
 SIZE = (150, 42)
 

@@ -2,8 +2,9 @@
 
 Decoding small models is bound by Python's per-operation overhead, and Python threads
 share one interpreter lock: every millisecond the app spends rendering in its own
-thread is a millisecond the measured run waits (``bench/ui_overhead.py`` measured
-0.81x the headless speed at 30 repaints a second). So the app hands runs to an engine
+thread is a millisecond the measured run waits (``bench/ui_overhead.py``: a run in a
+thread of the app, repainting 30 times a second, went at 0.78-0.84x of the headless speed;
+the README has the figures). So the app hands runs to an engine
 process that keeps its models loaded between runs and streams batched events back
 through a pipe (the app's process loads no weights). Tests that inject a clock or a
 model store run the same loop in a thread instead (``ThreadHost``).

@@ -328,8 +328,8 @@ def load_session(path: str | os.PathLike) -> Session:
 @contextmanager
 def _collector_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector while building millions of small objects that
-    hold no cycles: running, it made parsing a 20,000-token session 3-4x slower
-    (``bench/sessions.py``)."""
+    hold no cycles: running, it made parsing a 20,000-token session several times slower
+    (``bench/sessions.py`` prints by how much)."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -1,6 +1,6 @@
 """Shared pytest fixtures for specdeck's tests.
 
-The tiny models are built from code (see ``tests/tiny_models.py``): no network,
+The tiny models are built from code (see ``specdeck/testing/tiny_models.py``): no network,
 no Hugging Face hub.  Building the whole family takes well under a second.
 """
 
@@ -15,7 +15,7 @@ _TESTS_DIR = Path(__file__).resolve().parent
 if str(_TESTS_DIR) not in sys.path:  # also works with --import-mode=importlib
     sys.path.insert(0, str(_TESTS_DIR))
 
-from tiny_models import build_family  # noqa: E402
+from specdeck.testing.tiny_models import build_family  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -24,7 +24,7 @@ def tiny_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     Keys: ``"tokenizer"``, ``"llama_target"``, ``"llama_draft"``,
     ``"qwen3_target"``, ``"hybrid_target"``, ``"hybrid_draft"``,
-    ``"other_tokenizer_model"``, ``"mtp_target"`` (see :func:`tiny_models.build_family`).
+    ``"other_tokenizer_model"``, ``"mtp_target"`` (see :func:`specdeck.testing.tiny_models.build_family`).
     Treat the directories as read-only: they are shared by all tests.
     """
     return build_family(tmp_path_factory.mktemp("tiny_family"))

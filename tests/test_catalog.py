@@ -21,7 +21,7 @@ from specdeck.engines.catalog import describe_dir, find_models, scan_hf_cache, s
 from specdeck.engines.errors import ModelError
 from specdeck.engines.loading import ModelStore, load_tokenizer, resolve, vocabulary_mismatch
 from specdeck.cli import main
-from tiny_models import build_mtp_model
+from specdeck.testing.tiny_models import build_mtp_model
 
 ROOT = Path(__file__).resolve().parent.parent
 ORG = "tiny-org"
@@ -86,7 +86,7 @@ def no_network(monkeypatch):
 
 def loaded_parameters(path: Path) -> tuple[int, int]:
     """(parameters, bytes) of the model mlx-lm loads: the oracle for the catalog."""
-    model = ModelStore._load(str(path), path, None).model
+    model = ModelStore().get(str(path)).model
     params = tree_flatten(model.parameters())
     return sum(v.size for _, v in params), sum(v.nbytes for _, v in params)
 
@@ -182,7 +182,7 @@ def test_directories_named_by_the_user(tiny_family, tmp_path) -> None:
 def test_quantized_and_half_precision_facts(tiny_family, tmp_path) -> None:
     from mlx_lm import convert
 
-    from tiny_models import build_model
+    from specdeck.testing.tiny_models import build_model
 
     src = build_model(tmp_path / "f32", "llama", seed=15, tokenizer_dir=tiny_family["tokenizer"],
                       hidden_size=64)
@@ -269,7 +269,8 @@ HEAD_FILES = ["named/head.safetensors", "optiq/mtp.safetensors", "mtp.safetensor
 def test_mtp_head_lookup_mirrors_mlx_optiq(tmp_path, names):
     """The catalog finds an MTP head where mlx-optiq's loader does (first match wins),
     without importing it."""
-    artifacts = pytest.importorskip("optiq.runtime.mtp.artifacts")
+    from optiq.runtime.mtp import artifacts
+
     config = {"mlx_lm_extra_tensors": {"mtp_file": "named/head.safetensors"}}
     for name in names:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)

@@ -8,17 +8,14 @@ import os
 import signal
 import time
 
-import pytest
 
-pytest.importorskip("mlx_lm")
-
-import specdeck.engine_host as engine_host  # noqa: E402
-import specdeck.engines.compare as compare  # noqa: E402
-from specdeck.engine_host import RunCommand, RunEnded, ThreadHost  # noqa: E402
-from specdeck.session import load_session  # noqa: E402
-from specdeck.tui.app import SpecdeckApp  # noqa: E402
-from test_tui_app import SIZE, make_request  # noqa: E402
-from tui_support import run_async, settle  # noqa: E402
+import specdeck.engine_host as engine_host
+import specdeck.engines.compare as compare
+from specdeck.engine_host import RunCommand, RunEnded, ThreadHost
+from specdeck.session import load_session
+from specdeck.tui.app import SpecdeckApp
+from test_tui_app import SIZE, make_request
+from specdeck.testing.pilot import run_async, settle
 
 
 def status(app) -> str:

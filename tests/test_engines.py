@@ -9,9 +9,7 @@ import pytest
 from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.sample_utils import make_sampler
 
-import specdeck.engines.speculative
-
-from specdeck import engines
+from specdeck.engines import speculative
 from specdeck.engines.config import DecodeSettings, Sampling
 from specdeck.engines.events import Done, Prefill, Round, Trace
 from specdeck.engines.loading import ModelStore
@@ -80,9 +78,8 @@ def test_hybrid_rejections_rewind_from_captured_states(tiny_family, store) -> No
 def test_hybrid_without_capture_restores_and_replays(tiny_family, store, monkeypatch) -> None:
     """Recurrent layers of another layout (mamba, ...) have no captured states: the
     target restores the state from before the pass and feeds the kept tokens again."""
-    import specdeck.engines.speculative
-    from specdeck import engines
-    monkeypatch.setattr(engines.speculative, "supports_capture", lambda model: False)
+    from specdeck.engines import speculative
+    monkeypatch.setattr(speculative, "supports_capture", lambda model: False)
     models = pair(store, tiny_family, "hybrid_target", "hybrid_draft")
     plain = run("plain", models, greedy())
     for k in (1, 4):
@@ -250,6 +247,7 @@ SAMPLINGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling", sorted(SAMPLINGS))
 @pytest.mark.parametrize("k", [1, 3])
 def test_draft_sampling_is_lossless(tiny_family, store, sampling, k) -> None:
@@ -263,6 +261,7 @@ def test_draft_sampling_is_lossless(tiny_family, store, sampling, k) -> None:
     assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)
 
 
+@pytest.mark.slow
 def test_plain_sampling_matches_target(tiny_family, store) -> None:
     target = store.get(str(tiny_family["llama_target"]))
     settings = DecodeSettings(max_tokens=2, stop_at_eos=False, sampling=SAMPLINGS["filtered"])
@@ -280,15 +279,16 @@ def correct_from_target(verdict: Verdict, target_lp: mx.array, keys) -> Verdict:
     return replace(verdict, fallback=mx.random.categorical(target_lp, axis=-1, key=keys.next()))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("broken", [accept_everything, correct_from_target])
 def test_lossless_check_catches_a_wrong_acceptance_rule(tiny_family, store, monkeypatch, broken) -> None:
     """The test above has teeth: plausible but wrong rules fail it."""
-    real = engines.speculative.judge_drafts
+    real = speculative.judge_drafts
 
     def judge(drafts, target_lp, draft_lp, sampling, keys) -> Verdict:
         return broken(real(drafts, target_lp, draft_lp, sampling, keys), target_lp, keys)
 
-    monkeypatch.setattr(engines.speculative, "judge_drafts", judge)
+    monkeypatch.setattr(speculative, "judge_drafts", judge)
     models = pair(store, tiny_family, "llama_target", "llama_draft")
     settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=1,
                               sampling=SAMPLINGS["temp1"])
@@ -314,3 +314,95 @@ def test_sampling_acceptance_beats_mlx_lm_exact_match(tiny_family, store) -> Non
                               sampling=Sampling(temperature=0.7))
     ours = compute_stats(run("draft", models, settings).events).acceptance_rate
     assert ours > theirs + 0.1, (ours, theirs)
+
+
+# --- timing, wired memory and the buffer cache --------------------------------------------
+
+
+class TickClock:
+    """A clock that advances one second per reading: every interval a run reports is a
+    whole number of readings, so sums compare exactly."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        self.now += 1.0
+        return self.now
+
+
+@pytest.mark.parametrize("name", ["plain", "draft", "ngram"])
+def test_round_times_tile_the_decode(tiny_family, store, name) -> None:
+    """Each round's draft and verify phases are disjoint and, round after round, cover the
+    whole decode: recording a round while the next one's drafts compute moves no time out
+    of the rounds."""
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    ids = models.target.tokenizer.encode(PROMPT)
+    events = list(run_strategy(name, models, ids, greedy(num_draft_tokens=3), TickClock()))
+    trace = Trace(name, events)
+    previous = trace.prefill.t
+    for r in trace.rounds:
+        assert r.draft_seconds >= 0 and r.verify_seconds > 0
+        assert r.t - previous == r.draft_seconds + r.verify_seconds
+        previous = r.t
+    assert trace.done.seconds > trace.rounds[-1].t
+    if name == "draft":
+        assert all(r.draft_seconds > 0 for r in trace.rounds)
+
+
+class FakeMetal:
+    """What mlx reports on Apple Silicon, recorded instead of applied."""
+
+    RECOMMENDED = 48 * 2**30
+
+    def __init__(self) -> None:
+        self.limits: list[int] = []
+
+    def set_wired_limit(self, limit: int) -> int:
+        self.limits.append(limit)
+        return 0 if len(self.limits) % 2 else self.RECOMMENDED
+
+
+def test_wired_limit_is_raised_for_a_run_on_metal_only(tiny_family, store, monkeypatch) -> None:
+    """As mlx-lm's generate does: on Metal the limit is the recommended working set while
+    runs go on (overlapping runs raise it once), and the old one comes back when the last
+    ends, cancelled or not; the CPU backend never touches it."""
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    ids = models.target.tokenizer.encode(PROMPT)
+
+    def refuse(limit: int) -> int:
+        raise AssertionError("the wired limit is set on the CPU backend")
+
+    monkeypatch.setattr(mx, "set_wired_limit", refuse)
+    assert run("plain", models, greedy()).done.reason == "length"
+
+    metal = FakeMetal()
+    monkeypatch.setattr(mx, "set_wired_limit", metal.set_wired_limit)
+    monkeypatch.setattr(mx.metal, "is_available", lambda: True)
+    monkeypatch.setattr(mx, "device_info", lambda: {
+        "max_recommended_working_set_size": FakeMetal.RECOMMENDED})
+    first = run_strategy("draft", models, ids, greedy())
+    second = run_strategy("plain", models, ids, greedy())
+    next(first), next(second)
+    assert metal.limits == [FakeMetal.RECOMMENDED]
+    list(second)
+    assert metal.limits == [FakeMetal.RECOMMENDED]  # the draft run still goes on
+    first.close()  # cancelled mid-run
+    assert metal.limits == [FakeMetal.RECOMMENDED, 0]
+
+
+def test_buffer_cache_is_freed_every_few_hundred_tokens(tiny_family, store, monkeypatch) -> None:
+    """As mlx-lm's loops do: a long run frees mlx's buffer cache as it goes, and so does a
+    prefill in several chunks (between chunks), so a long-lived engine process does not
+    keep every buffer size it ever used."""
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    ids = models.target.tokenizer.encode(PROMPT)
+    cleared = []
+    monkeypatch.setattr(mx, "clear_cache", lambda: cleared.append(1))
+    for name in ("plain", "draft"):
+        cleared.clear()
+        list(run_strategy(name, models, ids, greedy(max_tokens=600)))
+        assert len(cleared) == 2, name  # after 256 and 512 tokens
+    cleared.clear()
+    list(run_strategy("plain", models, ids, greedy(max_tokens=1, prefill_step_size=4)))
+    assert len(cleared) == (len(ids) - 2) // 4  # between chunks, not after the last

@@ -35,7 +35,7 @@ from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.sweep_view import SweepApp
 from specdeck.visible import printable, visible
-from tui_support import run_async, settle
+from specdeck.testing.pilot import run_async, settle
 
 #: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8).
 FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode())

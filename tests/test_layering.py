@@ -1,7 +1,7 @@
-"""The dependency rule of DESIGN.md: the core never imports textual or rich; the TUI never
-imports mlx, neither itself nor through a module it imports. Checked on the source, so an
-import inside a function counts too, and once more by importing the app in a fresh
-interpreter."""
+"""The dependency rule (README, "Development"): the core never imports textual or rich;
+the TUI never imports mlx, neither itself nor through a module it imports. Checked on the
+source, so an import inside a function counts too, and once more by importing the app in
+a fresh interpreter."""
 
 from __future__ import annotations
 

@@ -14,7 +14,7 @@ from session_helpers import plain_trace, session
 from specdeck.diff import diff_sessions, token_opcodes
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.token_view import TokenView
-from tui_support import run_async
+from specdeck.testing.pilot import run_async
 
 SIZE = (120, 40)
 

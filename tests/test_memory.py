@@ -65,7 +65,7 @@ def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path, targ
 def test_estimate_within_25_percent_for_half_precision_and_quantized(tiny_family, tmp_path) -> None:
     from mlx_lm import convert
 
-    from tiny_models import build_model
+    from specdeck.testing.tiny_models import build_model
 
     src = build_model(tmp_path / "f32", "llama", seed=15, tokenizer_dir=tiny_family["tokenizer"],
                       hidden_size=64)
@@ -78,9 +78,9 @@ def test_estimate_within_25_percent_for_half_precision_and_quantized(tiny_family
         )
 
 
-@pytest.mark.skipif(demo_models() is None, reason="demo models not trained (scripts/train_demo.py)")
 def test_estimate_within_25_percent_on_the_demo_models(tmp_path) -> None:
-    demo = demo_models()
+    demo = demo_models()  # shipped with specdeck (models/demo)
+    assert demo is not None
     doc = measured(tmp_path, Path(demo.target), Path(demo.draft), "plain,draft,mtp,ngram",
                    "--max-tokens", "300")
     assert_within_25_percent(doc)
@@ -170,9 +170,8 @@ def test_free_memory_is_read() -> None:
 
 
 def test_too_large_for_memory_refused_under_strict(tiny_family, monkeypatch, capsys) -> None:
-    import specdeck.engines.memory
-    from specdeck import engines
-    monkeypatch.setattr(engines.memory, "free_memory", lambda: 100 * 1024)
+    from specdeck.engines import memory
+    monkeypatch.setattr(memory, "free_memory", lambda: 100 * 1024)
     args = ["compare", "--headless", "--no-save", "--target", str(tiny_family["llama_target"]),
             "--draft", str(tiny_family["llama_draft"]), "--prompt", PROMPT, "--max-tokens", "8"]
     assert main([*args, "--strict"]) == 2

@@ -29,7 +29,7 @@ from specdeck.engines.strategies import Models, run_strategy
 from lossless import lossless_pvalues
 from specdeck.cli import main
 from specdeck.session import SCHEMA_PATH
-from tiny_models import build_mtp_model
+from specdeck.testing.tiny_models import build_mtp_model
 
 PROMPT = "def add(a, b):\n    return"
 TOKENS = 48
@@ -222,15 +222,24 @@ def test_cli_refuses_a_target_without_head_in_one_line(tiny_family, capsys) -> N
 # --- front ends ------------------------------------------------------------------------
 
 
-def test_compare_loads_the_target_once_for_mtp(tiny_family) -> None:
-    store = ModelStore()
+def test_compare_loads_the_target_once_for_mtp(tiny_family, monkeypatch) -> None:
+    import mlx_lm
+
+    loads, real_load = [], mlx_lm.load
+
+    def counted_load(path: str, **kwargs):
+        loads.append(Path(path).resolve())
+        return real_load(path, **kwargs)
+
+    monkeypatch.setattr(mlx_lm, "load", counted_load)
     request = CompareRequest(
         target=str(tiny_family["mtp_target"]), draft=str(tiny_family["hybrid_draft"]),
         strategies=["plain", "draft", "mtp", "ngram"], prompt=PROMPT,
     )
-    loaded = load_models(request, store)
+    loaded = load_models(request, ModelStore())
     assert loaded.mtp.model is loaded.target
-    assert len(store._loaded) == 2  # target and draft
+    # Loaded once each, however many strategies use them: target and draft.
+    assert sorted(loads) == sorted(tiny_family[n].resolve() for n in ("mtp_target", "hybrid_draft"))
 
 
 def test_compare_with_a_named_mtp_model(tiny_family) -> None:
@@ -274,8 +283,7 @@ def test_mtp_import_pulls_no_server_gui_or_web_packages(tiny_family) -> None:
     """optiq's package depends on flask, openai, pygame, ddgs...: none may load."""
     script = """
 import json, sys
-import specdeck.engines.mtp
-from specdeck import engines
+from specdeck.engines import mtp
 lazy = "optiq" not in sys.modules
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import Round

@@ -55,8 +55,6 @@ MAKERS = {
 @pytest.mark.parametrize("history", [5, 30])
 @pytest.mark.parametrize("keep", [0, 1, 3, 5])
 def test_attention_caches_rewind_exactly(kind: str, history: int, keep: int) -> None:
-    if kind == "chunked" and history > 64:
-        pytest.skip("chunk bound")
     make = MAKERS[kind]
     ours, reference = make(), make()
     for step in range(history):  # token by token, as decoding does

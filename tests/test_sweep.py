@@ -13,9 +13,7 @@ import xml.etree.ElementTree as ET
 import orjson
 import pytest
 
-import specdeck.engines.sweep
-
-from specdeck import engines
+from specdeck.engines import sweep
 from specdeck.engines.events import Done, Prefill, Round
 from specdeck.engines.stats import compute_stats, median, robust_cv
 from specdeck.engines.requests import CellSpec
@@ -119,7 +117,7 @@ def test_sweep_on_tiny_models_writes_json_and_chart(tiny_family, tmp_path, capsy
 
 
 def test_sweep_reports_a_mismatch_as_a_correctness_failure(tiny_family, tmp_path, monkeypatch, capsys) -> None:
-    real = engines.sweep.run_strategy
+    real = sweep.run_strategy
 
     def corrupt(name, models, ids, settings, *args, **kwargs):
         for event in real(name, models, ids, settings, *args, **kwargs):
@@ -127,7 +125,7 @@ def test_sweep_reports_a_mismatch_as_a_correctness_failure(tiny_family, tmp_path
                 event.tokens = [t + 1 for t in event.tokens]
             yield event
 
-    monkeypatch.setattr(engines.sweep, "run_strategy", corrupt)
+    monkeypatch.setattr(sweep, "run_strategy", corrupt)
     out = tmp_path / "sweep.json"
     code = main([
         "sweep", "--target", str(tiny_family["llama_target"]),
@@ -147,14 +145,14 @@ def test_a_sweep_without_json_is_saved_with_the_sessions(tmp_path, monkeypatch, 
     from specdeck.sweep_file import load_sweep
 
     monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path))
-    monkeypatch.setattr(engines.sweep, "run_sweep", lambda request, **kw: ([], True))
+    monkeypatch.setattr(sweep, "run_sweep", lambda request, **kw: ([], True))
     assert main(["sweep", "--target", "t", "--draft", "d", "--prompt", "p"]) == 0
     saved = sorted(tmp_path.glob("sweep-*.json"))
     assert len(saved) == 1 and saved[0].with_suffix(".svg").is_file()
-    sweep = load_sweep(saved[0])
-    assert not sweep.partial and sweep.cells == []
+    loaded = load_sweep(saved[0])
+    assert not loaded.partial and loaded.cells == []
     assert orjson.loads(saved[0].read_bytes())["schema_version"] == SCHEMA_VERSION
-    assert sweep.config["sampling"]["seed"] == 0 and "seed" not in sweep.config
+    assert loaded.config["sampling"]["seed"] == 0 and "seed" not in loaded.config
     assert f"wrote {saved[0]}" in capsys.readouterr().err
 
 

@@ -5,6 +5,7 @@ panes hold and show, and on their statistics."""
 from __future__ import annotations
 
 import asyncio
+import multiprocessing
 import os
 import signal
 import threading
@@ -12,19 +13,17 @@ import time
 
 import pytest
 
-pytest.importorskip("mlx_lm")
-
-from specdeck.engines.requests import CompareRequest  # noqa: E402
-from specdeck.engines.config import DecodeSettings  # noqa: E402
-from specdeck.engines.events import Done, Round, Trace  # noqa: E402
-from specdeck.engines.stats import compute_stats  # noqa: E402
-from specdeck.playback import Schedule  # noqa: E402
-from specdeck.tui.app import SpecdeckApp  # noqa: E402
-from specdeck.tui.help_screen import HelpScreen  # noqa: E402
-from specdeck.tui.inspector import RoundInspector  # noqa: E402
-from specdeck.tui.settings_screen import SettingsScreen  # noqa: E402
-from specdeck.visible import printable  # noqa: E402
-from tui_support import run_async, settle  # noqa: E402
+from specdeck.engines.requests import CompareRequest
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.events import Done, Round, Trace
+from specdeck.engines.stats import compute_stats
+from specdeck.playback import Schedule
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.help_screen import HelpScreen
+from specdeck.tui.inspector import RoundInspector
+from specdeck.tui.settings_screen import SettingsScreen
+from specdeck.visible import printable
+from specdeck.testing.pilot import run_async, settle
 
 PROMPT = "def add(a, b):\n    return"
 SIZE = (160, 48)
@@ -62,6 +61,11 @@ class GatedClock:
                 return
             await asyncio.sleep(0.05)
         raise AssertionError("the run never reached the gate")
+
+
+def engine_processes() -> set[int]:
+    """The child processes (engine processes among them) this test process runs now."""
+    return {child.pid for child in multiprocessing.active_children()}
 
 
 def shown_trace(pane) -> Trace:
@@ -107,11 +111,11 @@ async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
 async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_app(tiny_family):
     from tokenizers import Tokenizer
 
+    before = engine_processes()
     app = SpecdeckApp(make_request(tiny_family))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
-        pid = app._host.pid
-        assert pid is not None and pid != os.getpid()
+        (pid,) = engine_processes() - before
         draft = app.pane("draft")
         assert draft.complete and compute_stats(draft.events).generated_tokens == 40
         # The inspector names the target's alternatives from the tokenizer file alone.
@@ -121,7 +125,7 @@ async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_
         assert app.token_text(token) == tokenizer.decode([token], skip_special_tokens=False)
         await pilot.press("r")  # a restart reuses the process and its loaded models
         await settle(app, pilot)
-        assert app._host.pid == pid and app.pane("draft").complete
+        assert engine_processes() - before == {pid} and app.pane("draft").complete
     # Quitting the app ends the engine process.
     with pytest.raises(ProcessLookupError):
         for _ in range(50):
@@ -131,13 +135,15 @@ async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_
 
 @run_async
 async def test_an_engine_process_that_dies_ends_its_run_with_an_error(tiny_family):
+    before = engine_processes()
     app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000))
     async with app.run_test(size=SIZE) as pilot:
         for _ in range(600):  # until the first strategy streams
             if app.phase == "running":
                 break
             await pilot.pause(0.05)
-        os.kill(app._host.pid, signal.SIGKILL)
+        (pid,) = engine_processes() - before
+        os.kill(pid, signal.SIGKILL)
         await settle(app, pilot)
         assert app.phase == "failed"
         status = str(app.query_one("#status").render())

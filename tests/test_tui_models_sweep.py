@@ -27,7 +27,8 @@ from specdeck.tui.model_picker import ModelPicker, catalog_dirs
 from specdeck.tui.speedup_chart import BREAK_EVEN, plot_speedups
 from specdeck.tui.sweep_view import SweepApp
 from session_helpers import document, sample_traces
-from tui_support import demo_traces, run_async, settle
+from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.traces import demo_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,9 +94,9 @@ class SettingsHost(App[None]):
         self.push_screen(SettingsScreen(self.request))
 
 
-def compare_request(target: Path):
+def compare_request(target: Path) -> CompareRequest:
     return CompareRequest(target=str(target), strategies=["plain", "draft"],
-                          prompt="def add(a, b):", draft=None)
+                           prompt="def add(a, b):", draft=None)
 
 
 async def open_picker(app: App, pilot, role: str) -> ModelPicker:
@@ -204,7 +205,6 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
 
 @run_async
 async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
-    pytest.importorskip("mlx_lm")
     from specdeck.engines.compare import describe_models, estimate_memory
     from specdeck.engines.loading import ModelStore
 
@@ -314,10 +314,9 @@ async def test_the_sweep_view_shows_table_chart_and_recommendations(sweep_file):
 
 
 def test_replay_opens_a_sweep_in_the_sweep_view(sweep_file, monkeypatch):
-    import specdeck.tui.sweep_view
-    from specdeck import tui
+    from specdeck.tui import sweep_view
     opened = []
-    monkeypatch.setattr(tui.sweep_view, "run_sweep_view", opened.append)
+    monkeypatch.setattr(sweep_view, "run_sweep_view", opened.append)
     assert main(["replay", str(sweep_file)]) == 0
     assert [len(s.cells) for s in opened] == [7]
 
@@ -386,7 +385,6 @@ def test_diff_of_two_sweeps_lines_up_cells(sweep_file, tmp_path, capsys):
 
 
 def test_a_sweep_that_specdeck_wrote_replays(tiny_family, tmp_path, capsys):
-    pytest.importorskip("mlx_lm")
     out = tmp_path / "sweep.json"
     assert main([
         "sweep", "--target", str(tiny_family["llama_target"]),

@@ -20,7 +20,8 @@ from specdeck.tui.inspector import describe_rollback, explain_round
 from specdeck.tui.stats_strip import RoundSeries
 from specdeck.tui.token_view import TokenView, round_tokens
 from specdeck.visible import printable
-from tui_support import demo_traces, run_async
+from specdeck.testing.pilot import run_async
+from specdeck.testing.traces import demo_traces
 
 
 def test_prompts_cover_the_workload_kinds():
@@ -149,7 +150,6 @@ def test_settings_form_builds_a_validated_request(tmp_path):
 
 
 def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys):
-    pytest.importorskip("mlx_lm")
     from specdeck.engines import demo
     from specdeck import cli
 

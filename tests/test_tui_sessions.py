@@ -18,7 +18,8 @@ from session_helpers import document, make_trace, plain_trace, sample_traces
 from specdeck.tui.app import LiveSource, SpecdeckApp
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
-from tui_support import demo_traces, run_async, settle
+from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.traces import demo_traces
 
 SIZE = (160, 48)
 #: The "new" session's plain output: the sample's, with tokens 3 and 4 replaced.
@@ -278,7 +279,6 @@ def test_long_equal_stretches_are_cut_to_context():
 
 @run_async
 async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, tmp_path):
-    pytest.importorskip("mlx_lm")
     from specdeck.engines.requests import CompareRequest
     from specdeck.engines.config import DecodeSettings
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.tui.app import SpecdeckApp
-from tui_support import demo_traces, run_async
+from specdeck.testing.pilot import run_async
+from specdeck.testing.traces import demo_traces
 
 SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 SIZE = (140, 40)

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from specdeck.engine_host import TargetLoaded
 from specdeck.tui.app import Phase, ReplaySource, SpecdeckApp, pieces_by_token
-from tui_support import demo_traces, run_async
+from specdeck.testing.pilot import run_async
+from specdeck.testing.traces import demo_traces
 
 SIZE = (160, 48)
 

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
+from typing import Callable
 
 import pytest
 
@@ -69,6 +70,15 @@ class Terminal:
             time.sleep(0.3)
         raise AssertionError(f"{text!r} never appeared; the screen:\n{self.capture()}")
 
+    def wait_until(self, shown: Callable[[str], bool], failure: str,
+                   timeout: float = 30.0) -> None:
+        """Poll the coloured screen until ``shown`` holds."""
+        deadline = time.monotonic() + timeout
+        while not shown(self.capture(colours=True)):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"{failure}; the screen:\n{self.capture()}")
+            time.sleep(0.1)
+
     def alive(self) -> bool:
         return subprocess.run(["tmux", "has-session", "-t", self.name],
                               capture_output=True).returncode == 0
@@ -103,9 +113,9 @@ def test_specdeck_in_tmux_shows_styled_tokens_in_every_pane(tiny_family):
         assert any(UNDERLINE in attributes(line) for line in draft_band), "no accepted drafts"
         assert any(STRIKE in attributes(line) for line in draft_band), "no rejected drafts"
         term.keys("x")  # hide rejected drafts
-        time.sleep(1.0)
-        hidden = term.capture(colours=True).splitlines()[middle + 1 :]
-        assert not any(STRIKE in attributes(line) for line in hidden), "rejected still shown"
+        term.wait_until(lambda screen: not any(
+            STRIKE in attributes(line) for line in screen.splitlines()[middle + 1 :]
+        ), "rejected drafts still shown after x")
         term.keys("q")
         deadline = time.monotonic() + 15
         while term.alive() and time.monotonic() < deadline:

@@ -1,40 +1,13 @@
-"""Support for the app's tests: hand-built traces and running Pilot scenarios.
+"""Hand-built traces that read like real output, for the app's tests, its snapshots and
+the README's screenshot.
 
-The tiny random models emit odd bytes; the traces here read like real output, so
-snapshots show what a user sees. Times and peak memory are fixed numbers: nothing is
-measured, so snapshots are deterministic.
+The tiny random models emit odd bytes; these traces show what a user sees. Times and
+peak memory are fixed numbers: nothing is measured, so snapshots are deterministic.
 """
 
 from __future__ import annotations
 
-import asyncio
-import functools
-from typing import Any, Awaitable, Callable
-
 from specdeck.engines.events import Done, Prefill, Round, Trace
-
-
-def run_async(test: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
-    """Run an async test function with asyncio (no pytest plugin needed)."""
-
-    @functools.wraps(test)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return asyncio.run(test(*args, **kwargs))
-
-    return wrapper
-
-
-async def settle(app: Any, pilot: Any, timeout: float = 120.0) -> None:
-    """Let the engine end its runs, the app's workers finish and the UI take every
-    message they posted."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while getattr(app, "engine_busy", False):
-        assert loop.time() < deadline, "the engine did not end its run"
-        await pilot.pause(0.1)
-    await app.workers.wait_for_complete()
-    await pilot.pause()
-    await pilot.pause()
 
 TEXT = (
     "def add(a: float, b: float) -> float:\n"

@@ -1,0 +1,30 @@
+"""Driving the app under Textual's Pilot, for tests and ``bench/ui_overhead.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from typing import Any, Awaitable, Callable
+
+
+def run_async(test: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
+    """Run an async test function with asyncio (no pytest plugin needed)."""
+
+    @functools.wraps(test)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return asyncio.run(test(*args, **kwargs))
+
+    return wrapper
+
+
+async def settle(app: Any, pilot: Any, timeout: float = 120.0) -> None:
+    """Let the engine end its runs, the app's workers finish and the UI take every
+    message they posted."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while getattr(app, "engine_busy", False):
+        assert loop.time() < deadline, "the engine did not end its run"
+        await pilot.pause(0.1)
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    await pilot.pause()
