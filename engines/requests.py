@@ -15,6 +15,49 @@ from specdeck.engines.errors import SettingsError
 NEEDS_DRAFT = {"draft"}
 
 
+#: How mlx-lm splits a target over a group of processes: each layer's weights across the
+#: ranks (``model.shard``, tensor parallelism), or whole layers per rank
+#: (``model.pipeline``, on the model classes that offer it).
+SHARD_MODES = ("tensor", "pipeline")
+#: The backends ``mlx.launch`` starts on Macs and Linux (``jaccl``: RDMA over
+#: Thunderbolt 5; ``mpi``: an MPI installation on every host; ``ring``: TCP sockets).
+BACKENDS = ("ring", "jaccl", "jaccl-ring", "mpi")
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A target split over a group of processes started by ``mlx.launch``: how it is
+    split and where the processes run. Sessions record it with the group's size."""
+
+    shard: str = "tensor"
+    backend: str = "ring"
+    #: Hosts as the user named them (IP addresses for the ring backend); empty: this
+    #: machine only.
+    hosts: tuple[str, ...] = ()
+    #: An ``mlx.launch`` hostfile (JSON) naming the hosts instead.
+    hostfile: str | None = None
+    #: Processes in the group (on this machine when no hosts are named); once running,
+    #: the group's real size.
+    ranks: int = 2
+
+    def validate(self) -> None:
+        if self.shard not in SHARD_MODES:
+            raise SettingsError(
+                f"unknown split {self.shard!r} (--shard {' or '.join(SHARD_MODES)})")
+        if self.backend not in BACKENDS:
+            raise SettingsError(
+                f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+        if self.hosts and self.hostfile:
+            raise SettingsError("name the hosts or a hostfile, not both")
+        if any(not h or h != h.strip() or "," in h for h in self.hosts):
+            raise SettingsError("hosts are comma-separated names or addresses, none empty")
+        if self.ranks < 1:
+            raise SettingsError(f"a group needs at least one process (got {self.ranks})")
+        if self.hosts and self.ranks % len(self.hosts):
+            raise SettingsError(
+                f"{self.ranks} processes do not divide evenly over {len(self.hosts)} hosts")
+
+
 def require_draft(strategies: list[str], draft: object) -> None:
     """Refuse strategies that need a draft model when none is given."""
     if NEEDS_DRAFT & set(strategies) and not draft:
@@ -38,9 +81,13 @@ class CompareRequest:
     warmup_tokens: int = 8
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
+    #: Split the target over a group of processes (``engines.distributed``); None: one.
+    group: GroupSpec | None = None
 
     def validate(self) -> None:
         self.settings.validate()
+        if self.group is not None:
+            self.group.validate()
         if not self.strategies:
             raise SettingsError("choose at least one strategy")
         unknown = [s for s in self.strategies if s not in STRATEGIES]
@@ -123,6 +170,8 @@ class SweepRequest:
     sampling: Sampling = field(default_factory=Sampling)
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
+    #: Split the target over a group of processes (``engines.distributed``); None: one.
+    group: GroupSpec | None = None
 
     def cells(self) -> list[CellSpec]:
         cells = []
@@ -149,6 +198,8 @@ class SweepRequest:
                 f"cannot sweep {unknown[0]!r} (choose from {', '.join(SPECULATIVE)})"
             )
         require_draft(self.strategies, self.draft)
+        if self.group is not None:
+            self.group.validate()
         if self.reps < 1 or self.warmup < 0:
             raise SettingsError("--reps must be >= 1 and --warmup >= 0")
         names = [p.name for p in self.prompts]

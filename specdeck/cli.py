@@ -18,13 +18,16 @@ from typing import Iterator
 from specdeck.engines.config import (
     MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling, field_default,
 )
-from specdeck.engines.errors import ModelError, SettingsError, UserError
+from specdeck.engines.errors import GroupError, ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
-from specdeck.engines.requests import CompareRequest
+from specdeck.engines.group_costs import PassCosts
+from specdeck.engines.requests import SHARD_MODES, CompareRequest, GroupSpec
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
 
+#: Seconds without progress before a split run counts as stalled (``engines.distributed``).
+STALL_SECONDS = 300.0
 EXIT_USAGE = 2
 EXIT_RUN_FAILED = 1
 #: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
@@ -78,11 +81,32 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory "
                    "(default: warn)")
+    add_group_options(p)
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap the prompt in the chat template")
     chat.add_argument("--raw", dest="chat", action="store_false",
                       help="feed the prompt as is (default when there is no chat template)")
+
+
+def add_group_options(p: argparse.ArgumentParser) -> None:
+    """Options of a run whose target is split over a group (``mlx.launch``)."""
+    p.add_argument("--shard", choices=SHARD_MODES,
+                   help="split the target over the processes mlx.launch (or specdeck "
+                   "launch) started: tensor (mlx-lm's shard) or pipeline (by layers, "
+                   "where the model offers it); alone, it runs as a group of one")
+    p.add_argument("--stall-timeout", type=float, default=STALL_SECONDS, metavar="SECONDS",
+                   help="with --shard: end the run (saving what ran) when nothing moves "
+                   "for this long, a rank being stuck (default %(default)g)")
+
+
+def group_from(args: argparse.Namespace) -> GroupSpec | None:
+    """The group ``--shard`` asks for (its size and backend come from mlx.launch)."""
+    if args.shard is None:
+        return None
+    if args.stall_timeout <= 0:
+        raise SettingsError("--stall-timeout must be > 0 seconds")
+    return GroupSpec(shard=args.shard, ranks=1)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -125,10 +149,23 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
+
+    if args.shard is not None and args.headless:
+        from specdeck import group_command
+
+        return group_command.compare(args, lambda: compare_request(args))
+    request = compare_request(args)
+    if not args.headless:
+        return open_playground(request, args.sessions_dir, save=not args.no_save)
+    with first_interrupt_cancels() as stop:
+        result = run_compare(request, progress=say, cancelled=stop.is_set)
+    return report_compare(result, args, stop.is_set())
+
+
+def compare_request(args: argparse.Namespace) -> CompareRequest:
+    """The comparison the command line asks for, checked."""
     from specdeck.engines.demo import default_models
     from specdeck.prompts import read_prompt
-    from specdeck.session import result_document, save_document
-    from specdeck.session_store import save_result
 
     target, draft = default_models(args.target, args.draft)
     request = CompareRequest(
@@ -142,27 +179,35 @@ def cmd_compare(args: argparse.Namespace) -> int:
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
         strict_memory=args.strict,
+        group=group_from(args),
     )
     request.validate()
-    if not args.headless:
-        return open_playground(request, args.sessions_dir, save=not args.no_save)
+    return request
 
-    def progress(message: str) -> None:
-        print(f"specdeck: {message}", file=sys.stderr, flush=True)
 
-    with first_interrupt_cancels() as stop:
-        result = run_compare(request, progress=progress, cancelled=stop.is_set)
-    if stop.is_set() and not result.traces:
-        progress("interrupted before any strategy ran: nothing to save")
+def say(message: str) -> None:
+    """A line about the run, on stderr (stdout carries the results)."""
+    print(f"specdeck: {message}", file=sys.stderr, flush=True)
+
+
+def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
+    """Save the comparison (``engines.compare.CompareResult``) as a session, write
+    ``--json`` and print one line per strategy; the command's exit status."""
+    from specdeck.session import result_document, save_document
+    from specdeck.session_store import save_result
+
+    if interrupted and not result.traces:
+        say("interrupted before any strategy ran: nothing to save")
         return EXIT_INTERRUPTED
     if args.no_save:
         document = result_document(result)
     else:
         saved, document = save_result(result, args.sessions_dir)
-        progress(f"saved {saved}" + (" (partial)" if document["partial"] else ""))
+        say(f"saved {saved}" + (" (partial)" if document["partial"] else ""))
     if args.json:
         save_document(args.json, document)
-        progress(f"wrote {args.json}")
+        say(f"wrote {args.json}")
+    costs = PassCosts.from_dict((result.group or {}).get("pass_costs"))
     failed = False
     for name, entry in document["strategies"].items():
         stats, done = entry["stats"], entry["done"] or {}
@@ -175,10 +220,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
             + (f", {times(speed)} plain" if speed is not None and name != "plain" else "")
             + f", {done.get('reason', '?')}"
         )
+        if costs is not None and name != "plain":
+            print(f"{'':>6}  {costs.line(result.request.settings.max_drafts(name))}")
         if done.get("reason") == "error":
             failed = True
             print(f"specdeck: {name} failed: {done.get('error')}", file=sys.stderr)
-    if stop.is_set():
+    if interrupted:
         return EXIT_INTERRUPTED
     return EXIT_RUN_FAILED if failed else 0
 
@@ -194,7 +241,9 @@ def first_interrupt_cancels() -> Iterator[threading.Event]:
 
     def on_interrupt(signum: int, frame: object) -> None:
         stop.set()
-        signal.signal(signal.SIGINT, previous)
+        # A rank that mlx.launch started may inherit Ctrl+C ignored: the second quits.
+        signal.signal(signal.SIGINT, signal.default_int_handler
+                      if previous is signal.SIG_IGN else previous)
         # os.write, not print: a signal handler may interrupt a print in progress.
         os.write(2, b"\nspecdeck: stopping after this round and saving what ran "
                     b"(Ctrl+C again to quit now)\n")
@@ -245,7 +294,8 @@ def main(argv: list[str] | None = None) -> int:
             "models": models_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
-        print(f"specdeck: error: {exc}", file=sys.stderr)
+        if not isinstance(exc, GroupError) or os.environ.get("MLX_RANK", "0") == "0":
+            print(f"specdeck: error: {exc}", file=sys.stderr)  # rank 0 speaks for a group
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)

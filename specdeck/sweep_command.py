@@ -75,6 +75,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, help="write the sweep here (default: into "
                    "$SPECDECK_SESSIONS_DIR, else sessions/)")
     p.add_argument("--chart", type=Path, help="write the chart SVG here (default: beside the JSON)")
+    from specdeck.cli import add_group_options
+
+    add_group_options(p)
 
 
 def _prompts(values: list[str] | None):
@@ -113,12 +116,28 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from specdeck.cli import say
+    from specdeck.engines.sweep import SweepProgress, run_sweep
+
+    def progress(p: SweepProgress) -> None:
+        eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
+        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({p.label}){eta}\033[K",
+              end="", file=sys.stderr, flush=True)
+
+    if args.shard is not None:
+        from specdeck import group_command
+
+        return group_command.sweep(args, lambda: sweep_request(args),
+                                   lambda *ran: _finish(args, *ran), progress)
+    request = sweep_request(args)
+    cells, complete = run_sweep(request, progress=progress, on_message=say)
+    return _finish(args, request, cells, complete, None, say)
+
+
+def sweep_request(args: argparse.Namespace) -> SweepRequest:
+    """The sweep the command line asks for, checked."""
+    from specdeck.cli import group_from
     from specdeck.engines.demo import default_models
-    from specdeck.engines.machine import describe_machine
-    from specdeck.engines.sweep import SweepProgress, recommendations, run_sweep
-    from specdeck.chart import speedup_chart_svg
-    from specdeck.session import save_document, sweep_document, write_atomic
-    from specdeck.session_store import autosave
 
     target, draft = default_models(args.target, args.draft)
     request = SweepRequest(
@@ -130,23 +149,28 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens, noisy_cv=args.noisy_cv,
         sampling=Sampling(seed=args.seed),
         strict_memory=args.strict,
+        group=group_from(args),
     )
     request.validate()
+    return request
 
-    def progress(p: SweepProgress) -> None:
-        eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
-        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({p.label}){eta}\033[K",
-              end="", file=sys.stderr, flush=True)
 
-    def message(text: str) -> None:
-        print(f"specdeck: {text}", file=sys.stderr, flush=True)
+def _finish(args: argparse.Namespace, request: SweepRequest, cells: list, complete: bool,
+            group: dict | None, message) -> int:
+    """Save the sweep (with the group it ran on, if any), draw its chart and print it."""
+    from specdeck.engines.machine import describe_machine
+    from specdeck.engines.sweep import recommendations
+    from specdeck.chart import speedup_chart_svg
+    from specdeck.session import save_document, sweep_document, write_atomic
+    from specdeck.session_store import autosave
 
-    cells, complete = run_sweep(request, progress=progress, on_message=message)
     print(file=sys.stderr)
     if not complete:
         message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
     document = sweep_document(request, cells, recommendations(cells), complete,
                               describe_machine())
+    if group is not None:
+        document["config"]["group"] = group
     if args.json:
         out = args.json
         save_document(out, document)
