@@ -39,7 +39,7 @@ import time
 import zlib
 from array import array
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterator
 
@@ -58,26 +58,16 @@ from specdeck.engines.formatting import byte_size
 from specdeck.engines.group_costs import PASS_SIZES, PassCosts
 from specdeck.engines.loading import LoadedModel, ModelStore
 from specdeck.engines.memory import cpu_backend, free_memory, weight_bytes
-from specdeck.engines.requests import GroupSpec, SweepRequest
+from specdeck.engines.requests import HOSTS_VARIABLE, GroupSpec, SweepRequest, launched
 from specdeck.engines.rollback import checkpoint, restore
 from specdeck.engines.sweep import Cell, SweepProgress, run_sweep, sweep_models
 
-#: Set by ``specdeck launch`` for every rank: the hosts as the user named them.
-HOSTS_VARIABLE = "SPECDECK_GROUP_HOSTS"
 #: How often (in events) the ranks agree on whether to stop.
 AGREE_EVERY = 8
 #: Exit status of a rank ended by ``FaultGuard``.
 EXIT_FAULT = 1
-#: Seconds without progress before a run counts as stalled: a long prefill of a large
-#: model over slow links stays well within it.
-STALL_SECONDS = 300.0
 #: Bytes of text one rank can tell the others (an error message).
 _TEXT_WIDTH = 2048
-
-
-def launched() -> bool:
-    """Whether ``mlx.launch`` started this process as one rank of a group."""
-    return "MLX_RANK" in os.environ
 
 
 def launched_backend() -> str | None:
@@ -94,7 +84,7 @@ def launched_backend() -> str | None:
 
 
 def named_hosts() -> tuple[str, ...]:
-    """The hosts as the user named them (``specdeck launch`` passes them on), else
+    """The hosts as the user named them (``specdeck.group_launch`` passes them on), else
     the addresses in the ring backend's hostfile, else none (one machine)."""
     named = os.environ.get(HOSTS_VARIABLE, "")
     if named:
@@ -125,6 +115,8 @@ class Group:
     rank: int
     #: Why the group cannot go on (a rank lost, ranks disagreeing); None while it can.
     lost: str | None = None
+    #: Pass costs measured per target folder (the app's engine runs many comparisons).
+    costs: dict[str, PassCosts] = field(default_factory=dict)
 
     @property
     def size(self) -> int:
@@ -375,7 +367,10 @@ def _one_rank_seconds(target: LoadedModel, prompt: list[int],
 def measure_pass_costs(group: Group, target: LoadedModel, prompt: list[int],
                        progress: Callable[[str], None] = lambda _: None) -> PassCosts:
     """Pass times on the group (every rank together) and, on rank 0 while the others
-    wait, of the whole target on one rank when it fits there."""
+    wait, of the whole target on one rank when it fits there; once per target."""
+    known = group.costs.get(str(target.path))
+    if known is not None:
+        return known
     progress(f"measuring pass costs on {group.size} rank{'s' if group.size > 1 else ''}")
     on_group = pass_seconds(target.model, prompt)
     one_rank = None
@@ -383,7 +378,8 @@ def measure_pass_costs(group: Group, target: LoadedModel, prompt: list[int],
         if group.lead:
             one_rank = _one_rank_seconds(target, prompt, progress)
         group.any(False)  # the others wait here while rank 0 measures alone
-    return PassCosts(group.size, on_group, one_rank)
+    costs = group.costs[str(target.path)] = PassCosts(group.size, on_group, one_rank)
+    return costs
 
 
 # -- a comparison on every rank -----------------------------------------------------------
@@ -416,6 +412,8 @@ def group_compare(
     group.check(error)
     costs = measure_pass_costs(group, result.models.target, result.prompt_tokens, progress)
     result.group = {**group.record(), "pass_costs": costs.to_dict()}
+    settings = request.settings
+    progress(costs.line(max(settings.max_drafts(name) for name in request.strategies)))
     on_started(result)
 
     def event(name: str, e: Event) -> None:
@@ -432,6 +430,8 @@ def group_compare(
 
     with guard.running() if guard is not None else _nothing():
         measure_strategies(result, event, said, AgreedFlag(group, cancelled), clock)
+    if group.lost is not None:
+        result.group["lost"] = group.lost  # why the run ended early (the session says)
     return result
 
 

@@ -66,14 +66,17 @@ class PassCosts:
     def line(self, drafts: int) -> str:
         """The cost of a target step and of the verify pass of ``drafts`` drafts, on the
         group and on one rank: what the network adds, and why speculation buys more."""
-        tokens = max(1, min(drafts + 1, len(PASS_SIZES)))
+        tokens = min(drafts + 1, len(PASS_SIZES))
         g = self.group
         where = f"on {self.ranks} ranks" if self.ranks > 1 else "on one rank"
         one = self.one_rank if self.ranks > 1 else None
         step = f"a target step takes {duration(g[0])} {where}"
-        verify = f"a verify pass of {tokens} tokens {duration(g[tokens - 1])}"
         if one is not None:
             step += f" ({duration(one[0])} on one)"
+        if tokens < 2:
+            return step
+        verify = f"a verify pass of {tokens} tokens {duration(g[tokens - 1])}"
+        if one is not None:
             verify += f" ({duration(one[tokens - 1])})"
         text = f"{step}, {verify}: {self.in_steps(g, tokens):.2f} target steps"
         if one is not None:

@@ -6,6 +6,8 @@ them. Nothing here imports mlx, so the TUI imports them directly.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from dataclasses import dataclass, field, replace
 
 from specdeck.engines.config import STRATEGIES, DecodeSettings, Sampling
@@ -13,6 +15,20 @@ from specdeck.engines.errors import SettingsError
 
 #: Strategies that need a draft model.
 NEEDS_DRAFT = {"draft"}
+
+
+#: What ``mlx.launch`` sets in each process it starts: that process's rank in the group.
+RANK_VARIABLE = "MLX_RANK"
+#: The hosts as the user named them, which specdeck passes to every rank it starts.
+HOSTS_VARIABLE = "SPECDECK_GROUP_HOSTS"
+#: Seconds without progress before a split run counts as stalled (a rank stuck, a link
+#: down): a long prefill of a large model over slow links stays well within it.
+STALL_SECONDS = 300.0
+
+
+def launched() -> bool:
+    """Whether ``mlx.launch`` started this process as one rank of a group."""
+    return RANK_VARIABLE in os.environ
 
 
 #: How mlx-lm splits a target over a group of processes: each layer's weights across the
@@ -56,6 +72,21 @@ class GroupSpec:
         if self.hosts and self.ranks % len(self.hosts):
             raise SettingsError(
                 f"{self.ranks} processes do not divide evenly over {len(self.hosts)} hosts")
+        if self.backend == "ring" and not launched():
+            for host in self.hosts:
+                try:
+                    ipaddress.ip_address(host)
+                except ValueError:
+                    raise SettingsError(
+                        f"the ring backend connects to IP addresses, not {host!r}: name the "
+                        "hosts by address, or write a hostfile with each host's ssh name "
+                        "and ips (--hostfile)") from None
+
+    @property
+    def wants_launch(self) -> bool:
+        """Whether more than one process is asked for and this one is not a rank yet:
+        it then starts the group (``mlx.launch``) instead of running."""
+        return not launched() and (self.ranks > 1 or self.hostfile is not None)
 
 
 def require_draft(strategies: list[str], draft: object) -> None:

@@ -21,13 +21,13 @@ from specdeck.engines.config import (
 from specdeck.engines.errors import GroupError, ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
 from specdeck.engines.group_costs import PassCosts
-from specdeck.engines.requests import SHARD_MODES, CompareRequest, GroupSpec
+from specdeck.engines.requests import (
+    BACKENDS, RANK_VARIABLE, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec, launched,
+)
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
 
-#: Seconds without progress before a split run counts as stalled (``engines.distributed``).
-STALL_SECONDS = 300.0
 EXIT_USAGE = 2
 EXIT_RUN_FAILED = 1
 #: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
@@ -90,23 +90,42 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_group_options(p: argparse.ArgumentParser) -> None:
-    """Options of a run whose target is split over a group (``mlx.launch``)."""
-    p.add_argument("--shard", choices=SHARD_MODES,
-                   help="split the target over the processes mlx.launch (or specdeck "
-                   "launch) started: tensor (mlx-lm's shard) or pipeline (by layers, "
-                   "where the model offers it); alone, it runs as a group of one")
-    p.add_argument("--stall-timeout", type=float, default=STALL_SECONDS, metavar="SECONDS",
-                   help="with --shard: end the run (saving what ran) when nothing moves "
-                   "for this long, a rank being stuck (default %(default)g)")
+    """Options of a run whose target is split over a group of processes."""
+    g = p.add_argument_group(
+        "a target split over several processes or machines (mlx.distributed)")
+    g.add_argument("--shard", choices=SHARD_MODES,
+                   help="split the target: tensor (mlx-lm's shard) or pipeline (whole "
+                   "layers per rank, where the model offers it); with no --ranks or "
+                   "--hosts under mlx.launch, its ranks; alone, a group of one")
+    g.add_argument("-n", "--ranks", type=int, metavar="N",
+                   help="processes to start (on this machine, or per --hosts in turn)")
+    g.add_argument("--hosts", metavar="H1,H2",
+                   help="the machines, comma-separated (IP addresses for the ring backend)")
+    g.add_argument("--hostfile", metavar="FILE",
+                   help="an mlx.launch hostfile (JSON: each host's ssh name and ips)")
+    g.add_argument("--backend", choices=BACKENDS, default=field_default(GroupSpec, "backend"),
+                   help="mlx.distributed backend (default %(default)s; jaccl: Thunderbolt 5 RDMA)")
+    g.add_argument("--python", metavar="PATH",
+                   help="the Python with specdeck on every host (default: this one's path)")
+    g.add_argument("--stall-timeout", type=float, default=STALL_SECONDS, metavar="SECONDS",
+                   help="end a split run (saving what ran) when nothing moves for this "
+                   "long, a rank being stuck (default %(default)g)")
 
 
 def group_from(args: argparse.Namespace) -> GroupSpec | None:
-    """The group ``--shard`` asks for (its size and backend come from mlx.launch)."""
+    """The group the options ask for; None when the target runs whole in this process."""
+    hosts = tuple(h.strip() for h in (args.hosts or "").split(",") if h.strip())
     if args.shard is None:
+        if args.ranks or hosts or args.hostfile:
+            raise SettingsError("--ranks, --hosts and --hostfile split the target: add "
+                                "--shard tensor (or --shard pipeline)")
         return None
     if args.stall_timeout <= 0:
         raise SettingsError("--stall-timeout must be > 0 seconds")
-    return GroupSpec(shard=args.shard, ranks=1)
+    spec = GroupSpec(shard=args.shard, backend=args.backend, hosts=hosts,
+                     hostfile=args.hostfile, ranks=args.ranks or len(hosts) or 1)
+    spec.validate()
+    return spec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -150,13 +169,22 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
 
-    if args.shard is not None and args.headless:
+    if launched():  # one rank of a group mlx.launch started: every rank builds the request
+        if not args.headless:
+            raise UserError("under mlx.launch, run compare --headless (the playground "
+                            "starts its own group: specdeck compare --shard tensor -n 2)")
         from specdeck import group_command
 
         return group_command.compare(args, lambda: compare_request(args))
     request = compare_request(args)
     if not args.headless:
         return open_playground(request, args.sessions_dir, save=not args.no_save)
+    if request.group is not None:
+        from specdeck import group_command, group_launch
+
+        if request.group.wants_launch:
+            return group_launch.relaunch(request.group, args.argv, args.python)
+        return group_command.compare(args, lambda: request)
     with first_interrupt_cancels() as stop:
         result = run_compare(request, progress=say, cancelled=stop.is_set)
     return report_compare(result, args, stop.is_set())
@@ -265,6 +293,10 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     for source in (request.target, request.draft, request.mtp_model):
         if source:
             resolve(source, request.revision if source == request.target else None)
+    if request.group is not None:
+        from specdeck.group_host import require_local_lead
+
+        require_local_lead(request.group)
     run_app(request, sessions_dir=sessions_dir, save_sessions=save)
     return 0
 
@@ -285,6 +317,7 @@ def cmd_playground(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what the ranks run again
     if args.command is None:
         args.command = "playground"
     try:
@@ -294,8 +327,11 @@ def main(argv: list[str] | None = None) -> int:
             "models": models_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
-        if not isinstance(exc, GroupError) or os.environ.get("MLX_RANK", "0") == "0":
-            print(f"specdeck: error: {exc}", file=sys.stderr)  # rank 0 speaks for a group
+        if isinstance(exc, GroupError) and os.environ.get(RANK_VARIABLE, "0") != "0":
+            # Rank 0 says it for the group; failing here would make mlx.launch stop rank 0
+            # before it has.
+            return 0
+        print(f"specdeck: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)

@@ -95,8 +95,13 @@ class RunCommand:
 
 
 def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMessage], None],
-              cancelled: Callable[[], bool], clock: Callable[[], float]) -> None:
-    """Run one comparison, sending its events in batches and a ``RunEnded`` last."""
+              cancelled: Callable[[], bool], clock: Callable[[], float],
+              compare: Callable[..., Any] | None = None) -> None:
+    """Run one comparison, sending its events in batches and a ``RunEnded`` last.
+
+    ``compare`` runs it (default ``engines.compare.run_compare``; a group's rank passes
+    its own, whose result says in ``group["lost"]`` why a lost group ended it early).
+    """
     from specdeck.engines.compare import run_compare
     from specdeck.session_store import save_result
 
@@ -104,7 +109,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
     batcher = EventBatcher(lambda batch: send(EventBatch(run_id, batch)))
     error = saved = None
     try:
-        result = run_compare(
+        result = (compare or run_compare)(
             request, store, on_event=batcher.add,
             progress=lambda text: send(Progress(run_id, text)),
             on_estimates=lambda estimates: send(Estimates(run_id, {
@@ -115,6 +120,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
         if command.save and result.traces:
             directory = Path(command.sessions_dir) if command.sessions_dir else None
             saved = str(save_result(result, directory)[0])
+        error = (result.group or {}).get("lost")
     except (SettingsError, ModelError) as exc:
         error = str(exc)
     except Exception as exc:  # shown in the app, which stays usable
@@ -183,6 +189,9 @@ class ProcessHost:
     are not forked). A child that dies ends its run with an error naming its exit code
     and the last line it wrote to stderr."""
 
+    #: The group its engine splits the target over: none, one process.
+    group = None
+
     def __init__(self, deliver: Callable[[EngineMessage], None]) -> None:
         self._deliver = deliver
         self._context = multiprocessing.get_context("spawn")
@@ -243,7 +252,7 @@ class ProcessHost:
             unfinished = self._last_submitted if self._last_submitted > last_ended else None
         if unfinished is not None and process.exitcode not in (0, None):
             why = f"the engine process ended unexpectedly (exit code {process.exitcode})"
-            last = _last_line(self._log)
+            last = last_line(self._log)
             self._deliver(RunEnded(unfinished, why + (f": {last}" if last else "")))
 
     def cancel(self, run_id: int) -> None:
@@ -270,7 +279,8 @@ class ProcessHost:
         self._log.unlink(missing_ok=True)
 
 
-def _last_line(path: Path) -> str:
+def last_line(path: Path) -> str:
+    """The last line an engine wrote to its log (what it said before it died)."""
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
     except OSError:

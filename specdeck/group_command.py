@@ -17,7 +17,7 @@ from typing import Any, Callable, TypeVar
 
 from specdeck.cli import EXIT_RUN_FAILED, first_interrupt_cancels, report_compare, say
 from specdeck.engines.errors import ModelError, SettingsError, UserError
-from specdeck.engines.requests import CompareRequest, GroupSpec, SweepRequest
+from specdeck.engines.requests import CompareRequest, SweepRequest
 
 Request = TypeVar("Request", CompareRequest, SweepRequest)
 
@@ -29,9 +29,13 @@ def _silent(message: str) -> None:
 def _join(args: argparse.Namespace, build: Callable[[], Request]) -> tuple[Any, Request]:
     """Join the group, then build the request on every rank: a mistake on one rank (a
     prompt file missing on its host) stops them all, rank 0 saying which."""
+    from specdeck.cli import group_from
     from specdeck.engines.distributed import start_group
 
-    group = start_group(GroupSpec(shard=args.shard))
+    spec = group_from(args)
+    if spec is None:
+        raise UserError("a rank of a group needs --shard tensor (or --shard pipeline)")
+    group = start_group(spec)
     request, error = None, None
     try:
         request = build()
@@ -72,11 +76,11 @@ def compare(args: argparse.Namespace, build: Callable[[], CompareRequest]) -> in
             on_started=started.append, guard=guard,
         )
         with guard.ending():
+            if not group.lead:
+                return 0  # rank 0 reports for the group (a failure here would stop it early)
             if group.lost is not None:
                 give_up(group.lost)
                 return EXIT_RUN_FAILED
-            if not group.lead:
-                return 0
             return report_compare(result, args, stop.is_set())
 
 
@@ -100,9 +104,9 @@ def sweep(args: argparse.Namespace, build: Callable[[], SweepRequest],
             cancelled=stop.is_set, guard=guard,
         )
         with guard.ending():
+            if not group.lead:
+                return 0  # rank 0 reports for the group (a failure here would stop it early)
             if group.lost is not None:
                 give_up(group.lost)
                 return EXIT_RUN_FAILED
-            if not group.lead:
-                return 0
             return finish(request, cells, complete, record, talk)

@@ -124,12 +124,20 @@ def run(args: argparse.Namespace) -> int:
         print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({p.label}){eta}\033[K",
               end="", file=sys.stderr, flush=True)
 
-    if args.shard is not None:
+    from specdeck.engines.requests import launched
+
+    finish = lambda *ran: _finish(args, *ran)  # noqa: E731
+    if launched():  # one rank of a group mlx.launch started: every rank builds the request
         from specdeck import group_command
 
-        return group_command.sweep(args, lambda: sweep_request(args),
-                                   lambda *ran: _finish(args, *ran), progress)
+        return group_command.sweep(args, lambda: sweep_request(args), finish, progress)
     request = sweep_request(args)
+    if request.group is not None:
+        from specdeck import group_command, group_launch
+
+        if request.group.wants_launch:
+            return group_launch.relaunch(request.group, args.argv, args.python)
+        return group_command.sweep(args, lambda: request, finish, progress)
     cells, complete = run_sweep(request, progress=progress, on_message=say)
     return _finish(args, request, cells, complete, None, say)
 
