@@ -9,6 +9,8 @@ measured times of a pass of 1..17 tokens (a target step, and the verify pass of 
 k a run allows) on the group and, where the whole target fit on one machine, on one
 rank; its ``line`` says it in words for the why-lines. No mlx here: sessions carry it
 to machines without it.
+
+``describe_group`` says what a session records about its group, read back untrusted.
 """
 
 from __future__ import annotations
@@ -82,3 +84,23 @@ class PassCosts:
         if one is not None:
             text += f" against {self.in_steps(one, tokens):.2f} on one rank"
         return text
+
+
+def describe_group(group: Any) -> str | None:
+    """A session's ``config.group`` in words: ``the target split by tensor over 2 ranks
+    (ring; hosts 10.0.0.1, 10.0.0.2)``; None when the run had no group (or the record is
+    not one). Read from a file: only its expected fields, control characters hidden."""
+    if type(group) is not dict or type(group.get("size")) is not int:
+        return None
+
+    def shown(value: Any) -> str:
+        return "".join(c if c.isprintable() else "?" for c in str(value))[:80]
+
+    where = [shown(group.get("backend", "?"))]
+    hosts = group.get("hosts")
+    if type(hosts) is list and hosts:
+        where.append("hosts " + ", ".join(shown(h) for h in hosts[:8]))
+    text = (f"the target split by {shown(group.get('shard', '?'))} over {group['size']} "
+            f"rank{'s' if group['size'] != 1 else ''} ({'; '.join(where)})")
+    lost = group.get("lost")
+    return text + (f"; ended early: {shown(lost)}" if type(lost) is str else "")

@@ -184,23 +184,23 @@ class ThreadHost:
             self._commands.put(None)
 
 
-class ProcessHost:
-    """Runs in a child process started on the first run (``spawn``: the app's threads
-    are not forked). A child that dies ends its run with an error naming its exit code
-    and the last line it wrote to stderr."""
+class ChildHost:
+    """What the hosts whose engine is another process share: the process, started on
+    the first run (and again after it died), the last run handed to it, and the log its
+    output goes to (the terminal belongs to the app)."""
 
-    #: The group its engine splits the target over: none, one process.
-    group = None
+    #: What the engine is, for the error when it cannot start, and its log's name.
+    kind = "engine process"
+    log_name = "engine"
 
     def __init__(self, deliver: Callable[[EngineMessage], None]) -> None:
         self._deliver = deliver
-        self._context = multiprocessing.get_context("spawn")
-        self._cancelled_through = self._context.RawValue("q", 0)
         self._process: Any = None
         self._connection: Any = None
         self._last_submitted = 0
         self._lock = threading.Lock()
-        self._log = Path(tempfile.gettempdir()) / f"specdeck-engine-{os.getpid()}-{id(self):x}.log"
+        self._log = Path(tempfile.gettempdir()) / (
+            f"specdeck-{self.log_name}-{os.getpid()}-{id(self):x}.log")
 
     @property
     def pid(self) -> int | None:
@@ -209,12 +209,54 @@ class ProcessHost:
     def submit(self, command: RunCommand) -> None:
         try:
             with self._lock:
-                if self._process is None or not self._process.is_alive():
+                if not self._running():
                     self._start()
                 self._last_submitted = command.run_id
-                self._connection.send(command)
+                self._hand_over(command)
         except (OSError, ValueError) as exc:
-            self._deliver(RunEnded(command.run_id, f"could not start the engine process: {exc}"))
+            self._deliver(RunEnded(command.run_id, f"could not start the {self.kind}: {exc}"))
+
+    def _relay(self, connection: Any) -> int:
+        """Hand every message from the engine on until it goes away; the last run it
+        ended (runs are served in order: one handed over later did not finish)."""
+        last_ended = 0
+        while True:
+            try:
+                message = connection.recv()
+            except (EOFError, OSError):
+                return last_ended
+            if isinstance(message, RunEnded):
+                last_ended = message.run_id
+            self._deliver(message)
+
+    def _running(self) -> bool:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _hand_over(self, command: RunCommand) -> None:
+        raise NotImplementedError
+
+
+class ProcessHost(ChildHost):
+    """Runs in a child process started on the first run (``spawn``: the app's threads
+    are not forked). A child that dies ends its run with an error naming its exit code
+    and the last line it wrote to stderr."""
+
+    #: The group its engine splits the target over: none, one process.
+    group = None
+
+    def __init__(self, deliver: Callable[[EngineMessage], None]) -> None:
+        super().__init__(deliver)
+        self._context = multiprocessing.get_context("spawn")
+        self._cancelled_through = self._context.RawValue("q", 0)
+
+    def _running(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    def _hand_over(self, command: RunCommand) -> None:
+        self._connection.send(command)
 
     def _start(self) -> None:
         ours, theirs = self._context.Pipe()
@@ -238,15 +280,7 @@ class ProcessHost:
     def _read(self, connection: Any, process: Any) -> None:
         """Hand every message on; when the child goes away, end the latest run handed to
         it unless it ended (runs are served in order; earlier ones are stale)."""
-        last_ended = 0
-        while True:
-            try:
-                message = connection.recv()
-            except (EOFError, OSError):
-                break
-            if isinstance(message, RunEnded):
-                last_ended = message.run_id
-            self._deliver(message)
+        last_ended = self._relay(connection)
         process.join(timeout=5)
         with self._lock:
             unfinished = self._last_submitted if self._last_submitted > last_ended else None

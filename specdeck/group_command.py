@@ -43,13 +43,13 @@ def _join(args: argparse.Namespace, build: Callable[[], Request]) -> tuple[Any, 
         error = str(exc)
     group.check(error)
     if group.lead and group.size == 1:
-        say("one rank: the target runs whole (specdeck launch starts several)")
+        say("one rank: the target runs whole (-n, --hosts or --hostfile start several)")
     return group, replace(request, group=group.spec)
 
 
 def compare(args: argparse.Namespace, build: Callable[[], CompareRequest]) -> int:
     """Run the comparison on this rank; rank 0 reports it as ``specdeck compare`` does."""
-    from specdeck.engines.distributed import FaultGuard, group_compare, split_store
+    from specdeck.engines.distributed import group_compare, split_store
     from specdeck.session_store import save_result
 
     group, request = _join(args, build)
@@ -69,26 +69,20 @@ def compare(args: argparse.Namespace, build: Callable[[], CompareRequest]) -> in
             saved, _ = save_result(result, args.sessions_dir)
             say(f"saved {saved} (partial)")
 
-    with FaultGuard(give_up, args.stall_timeout) as guard, first_interrupt_cancels() as stop:
-        result = group_compare(
-            request, group, split_store(group, request.target),
-            progress=say if group.lead else _silent, cancelled=stop.is_set,
-            on_started=started.append, guard=guard,
-        )
-        with guard.ending():
-            if not group.lead:
-                return 0  # rank 0 reports for the group (a failure here would stop it early)
-            if group.lost is not None:
-                give_up(group.lost)
-                return EXIT_RUN_FAILED
-            return report_compare(result, args, stop.is_set())
+    def run(guard: Any, cancelled: Callable[[], bool]) -> Any:
+        return group_compare(request, group, split_store(group, request.target),
+                             progress=say if group.lead else _silent, cancelled=cancelled,
+                             on_started=started.append, guard=guard)
+
+    return _as_rank(group, args, give_up, run,
+                    lambda result, interrupted: report_compare(result, args, interrupted))
 
 
 def sweep(args: argparse.Namespace, build: Callable[[], SweepRequest],
           finish: Callable[..., int], progress: Callable[[Any], None]) -> int:
     """Run the sweep on this rank; rank 0 ends it through ``finish`` (the sweep
     command's own ending, given the group's record), the others stay silent."""
-    from specdeck.engines.distributed import FaultGuard, group_sweep, split_store
+    from specdeck.engines.distributed import group_sweep, split_store
 
     group, request = _join(args, build)
     talk = say if group.lead else _silent
@@ -97,16 +91,28 @@ def sweep(args: argparse.Namespace, build: Callable[[], SweepRequest],
         if group.lead:
             print(f"specdeck: error: {reason}", file=sys.stderr, flush=True)
 
+    def run(guard: Any, cancelled: Callable[[], bool]) -> Any:
+        return group_sweep(request, group, split_store(group, request.target),
+                           progress=progress if group.lead else _silent, on_message=talk,
+                           cancelled=cancelled, guard=guard)
+
+    return _as_rank(group, args, give_up, run,
+                    lambda ran, interrupted: finish(request, *ran, talk))
+
+
+def _as_rank(group: Any, args: argparse.Namespace, give_up: Callable[[str], None],
+             run: Callable[[Any, Callable[[], bool]], Any],
+             report: Callable[[Any, bool], int]) -> int:
+    """``run(guard, cancelled)`` on this rank under a fault guard and Ctrl+C; then rank 0
+    reports what ran (``report(ran, interrupted)``), or gives up when the group was lost."""
+    from specdeck.engines.distributed import FaultGuard
+
     with FaultGuard(give_up, args.stall_timeout) as guard, first_interrupt_cancels() as stop:
-        cells, complete, record = group_sweep(
-            request, group, split_store(group, request.target),
-            progress=progress if group.lead else _silent, on_message=talk,
-            cancelled=stop.is_set, guard=guard,
-        )
+        ran = run(guard, stop.is_set)
         with guard.ending():
             if not group.lead:
                 return 0  # rank 0 reports for the group (a failure here would stop it early)
             if group.lost is not None:
                 give_up(group.lost)
                 return EXIT_RUN_FAILED
-            return finish(request, cells, complete, record, talk)
+            return report(ran, stop.is_set())

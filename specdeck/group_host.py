@@ -22,7 +22,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, replace
@@ -30,7 +29,9 @@ from multiprocessing.connection import Client, Listener
 from pathlib import Path
 from typing import Any, Callable
 
-from specdeck.engine_host import EngineMessage, RunCommand, RunEnded, last_line, serve_run
+from specdeck.engine_host import (
+    ChildHost, EngineMessage, RunCommand, RunEnded, last_line, serve_run,
+)
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.requests import STALL_SECONDS, GroupSpec
 
@@ -87,35 +88,24 @@ def require_local_lead(spec: GroupSpec) -> None:
             "this machine's name or address)")
 
 
-class GroupHost:
-    """Runs the app's comparisons on a group (``spec``) started on the first run."""
+class GroupHost(ChildHost):
+    """Runs the app's comparisons on a group (``spec``) started on the first run; its
+    process is mlx.launch's (the ranks are its children)."""
+
+    kind = log_name = "group"
 
     def __init__(self, deliver: Callable[[EngineMessage], None], spec: GroupSpec,
                  python: str | None = None) -> None:
+        super().__init__(deliver)
         self.group = spec
-        self._deliver = deliver
         self._python = python
-        self._process: subprocess.Popen | None = None
-        self._connection: Any = None
         self._sent: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._last_submitted = 0
-        self._lock = threading.Lock()
-        self._log = Path(tempfile.gettempdir()) / f"specdeck-group-{os.getpid()}-{id(self):x}.log"
 
-    @property
-    def pid(self) -> int | None:
-        """mlx.launch's process id (its ranks are its children)."""
-        return self._process.pid if self._process is not None else None
+    def _running(self) -> bool:
+        return self._process is not None and self._process.poll() is None
 
-    def submit(self, command: RunCommand) -> None:
-        try:
-            with self._lock:
-                if self._process is None or self._process.poll() is not None:
-                    self._start()
-                self._last_submitted = command.run_id
-                self._sent.put(command)
-        except (OSError, SettingsError) as exc:
-            self._deliver(RunEnded(command.run_id, f"could not start the group: {exc}"))
+    def _hand_over(self, command: RunCommand) -> None:
+        self._sent.put(command)
 
     def cancel(self, run_id: int) -> None:
         """Stop run ``run_id`` and any before it (every rank after the same event)."""
@@ -171,16 +161,7 @@ class GroupHost:
             return
         self._connection = connection
         threading.Thread(target=self._send_all, args=(connection,), daemon=True).start()
-        last_ended = 0
-        while True:
-            try:
-                message = connection.recv()
-            except (EOFError, OSError):
-                break
-            if isinstance(message, RunEnded):
-                last_ended = message.run_id
-            self._deliver(message)
-        if self._last_submitted > last_ended:
+        if self._last_submitted > self._relay(connection):
             self._ended_early(process, "the group ended unexpectedly")
 
     def _send_all(self, connection: Any) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 
 from specdeck.engines.errors import UserError
 from specdeck.engines.formatting import MISSING, format_stat, plural, stats_table
+from specdeck.engines.group_costs import PassCosts, describe_group
 
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
@@ -146,6 +147,11 @@ def print_session(session) -> None:
         console.print(models)
     if machine.get("chip") or machine.get("os"):
         console.print(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}")
+    group = describe_group(config.get("group"))
+    costs = PassCosts.from_dict((config.get("group") or {}).get("pass_costs")) \
+        if group else None
+    if group:
+        console.print(group)
     if isinstance(config.get("prompt"), str):
         console.print(Rule("prompt"))
         console.print(config["prompt"])
@@ -156,6 +162,9 @@ def print_session(session) -> None:
         console.print(trace.text)
         if done and done.error:
             console.print(f"error: {done.error}", style="red")
+        drafts = session.settings.max_drafts(name) if session.settings else 0
+        if costs is not None and drafts:
+            console.print(costs.line(drafts))
 
     stats = session.stats()
     table = Table(title="statistics", title_justify="left")

@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -34,7 +35,10 @@ from specdeck.engines.errors import GroupError, SettingsError
 from specdeck.engines.group_costs import PASS_SIZES, PassCosts
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.requests import CompareRequest, GroupSpec
-from specdeck.session import load_session, read_document
+from specdeck.diff import diff_sessions
+from specdeck.session import (
+    load_session, read_document, result_document, session_from_document,
+)
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 #: Seconds one launch of two ranks may take on a busy machine.
@@ -46,13 +50,17 @@ def specdeck(*args: str, env: dict | None = None, timeout: int = LAUNCH_TIMEOUT)
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
 
-def one_process_tokens(target: Path, draft: Path | None, strategies: list[str],
-                       max_tokens: int) -> dict[str, list[int]]:
+def one_process(target: Path, draft: Path | None, strategies: list[str], max_tokens: int):
     request = CompareRequest(
         target=str(target), draft=str(draft) if draft else None, strategies=strategies,
         prompt=PROMPT, settings=DecodeSettings(max_tokens=max_tokens, stop_at_eos=False),
         warmup_tokens=0)
-    result = run_compare(request, ModelStore())
+    return run_compare(request, ModelStore())
+
+
+def one_process_tokens(target: Path, draft: Path | None, strategies: list[str],
+                       max_tokens: int) -> dict[str, list[int]]:
+    result = one_process(target, draft, strategies, max_tokens)
     return {name: trace.tokens for name, trace in result.traces.items()}
 
 
@@ -89,8 +97,14 @@ def test_two_ranks_decode_what_one_process_decodes(tiny_family, tmp_path) -> Non
     doc = group_run(tmp_path, "tensor", target, draft, strategies, 24)
     assert_lossless_on_the_group(doc, strategies)
     # See the module docstring: exact on these fixtures.
-    expected = one_process_tokens(target, draft, strategies, 24)
-    assert {n: doc["strategies"][n]["tokens"] for n in strategies} == expected
+    alone = result_document(one_process(target, draft, strategies, 24))
+    assert {n: doc["strategies"][n]["tokens"] for n in strategies} == \
+        {n: alone["strategies"][n]["tokens"] for n in strategies}
+    # The diff of the two runs names the group, and finds the outputs identical.
+    report = diff_sessions(session_from_document(alone), session_from_document(doc))
+    changed = {c.path: (c.a, c.b) for c in report.changes}
+    assert changed["config.group.size"] == (None, 2)
+    assert changed["config.group.shard"] == (None, "tensor") and report.identical
 
     group = doc["config"]["group"]
     assert (group["size"], group["backend"], group["shard"]) == (2, "ring", "tensor")
@@ -421,3 +435,32 @@ def test_the_memory_estimate_is_per_rank(tiny_family) -> None:
         assert whole.weights // 2 < half.weights < whole.weights  # embeddings stay whole
         # A split hybrid restores one state instead of keeping one per verified token.
         assert half.rollback_snapshot == half.recurrent_state
+
+
+def test_the_settings_dialog_edits_the_group_and_the_app_picks_its_engine() -> None:
+    from specdeck.engine_host import ProcessHost
+    from specdeck.group_host import GroupHost
+    from specdeck.tui.app import SpecdeckApp
+    from specdeck.tui.settings_screen import apply_form, form_values
+
+    request = CompareRequest(target="t", strategies=["plain"], prompt="p")
+    values = form_values(request)
+    assert (values["shard"], values["ranks"], values["hosts"]) == ("", "", "")
+    split = apply_form(request, {**values, "shard": "tensor", "ranks": "",
+                                 "hosts": "10.0.0.1, 10.0.0.2"})
+    assert split.group == GroupSpec(shard="tensor", hosts=("10.0.0.1", "10.0.0.2"), ranks=2)
+    assert form_values(split)["hosts"] == "10.0.0.1,10.0.0.2"
+    hostfile = apply_form(request, {**values, "shard": "pipeline", "hosts": "macs.json",
+                                    "backend": "jaccl"})
+    assert (hostfile.group.hostfile, hostfile.group.backend) == ("macs.json", "jaccl")
+    with pytest.raises(SettingsError, match="ranks must be a whole number"):
+        apply_form(request, {**values, "shard": "tensor", "ranks": "two"})
+    with pytest.raises(SettingsError, match="unknown split"):
+        apply_form(request, {**values, "shard": "rows"})
+    assert apply_form(split, {**form_values(split), "shard": ""}).group is None
+
+    # The app runs a group's comparisons on a GroupHost (started on the first run).
+    app = SpecdeckApp(replace(split, group=GroupSpec(shard="tensor", ranks=2)))
+    assert isinstance(app._host, GroupHost) and app._host.pid is None
+    app.request = request
+    assert isinstance(app._engine(), ProcessHost)
