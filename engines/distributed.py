@@ -57,8 +57,10 @@ from specdeck.engines.events import Done, Event
 from specdeck.engines.formatting import byte_size
 from specdeck.engines.group_costs import PASS_SIZES, PassCosts
 from specdeck.engines.loading import LoadedModel, ModelStore
-from specdeck.engines.memory import cpu_backend, free_memory, weight_bytes
-from specdeck.engines.requests import HOSTS_VARIABLE, GroupSpec, SweepRequest, launched
+from specdeck.engines.memory import MemoryEstimate, cpu_backend, free_memory, weight_bytes
+from specdeck.engines.requests import (
+    HOSTS_VARIABLE, CompareRequest, GroupSpec, SweepRequest, launched,
+)
 from specdeck.engines.rollback import checkpoint, restore
 from specdeck.engines.sweep import Cell, SweepProgress, run_sweep, sweep_models
 
@@ -386,14 +388,14 @@ def measure_pass_costs(group: Group, target: LoadedModel, prompt: list[int],
 
 
 def group_compare(
-    request: Any,
+    request: CompareRequest,
     group: Group,
     store: ModelStore,
     on_event: Callable[[str, Event], None] = lambda name, event: None,
     progress: Callable[[str], None] = lambda _: None,
     cancelled: Callable[[], bool] = lambda: False,
     clock: Clock = time.perf_counter,
-    on_estimates: Callable[[Any], None] = lambda estimates: None,
+    on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda e: None,
     on_started: Callable[[CompareResult], None] = lambda result: None,
     guard: FaultGuard | None = None,
 ) -> CompareResult:

@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from specdeck.engines.compare import run_compare
-from specdeck.engines.config import DecodeSettings
+from specdeck.engines.config import DecodeSettings, Sampling
 from specdeck.engines.errors import GroupError, SettingsError
 from specdeck.engines.group_costs import PASS_SIZES, PassCosts
 from specdeck.engines.loading import ModelStore
@@ -150,6 +150,46 @@ def test_a_model_mlx_lm_cannot_split_that_way_is_refused_in_one_line(tiny_family
     assert run.returncode == 2, run.stderr[-2000:]
     assert errors == [f"specdeck: error: {tiny_family['llama_target']} is a llama model, which "
                       "mlx-lm cannot split by pipeline: use --shard tensor"], run.stderr[-2000:]
+
+
+_AGREEMENTS = """
+import json
+from specdeck.engines.distributed import AgreedFlag, start_group
+from specdeck.engines.errors import GroupError
+from specdeck.engines.requests import GroupSpec
+
+group = start_group(GroupSpec())
+shared = group.share(b"from rank 0" if group.lead else b"").decode()
+out = {"rank": group.rank, "size": group.size, "shared": shared}
+try:
+    group.check("no model here" if group.rank == 1 else None)
+except GroupError as exc:
+    out["check"] = str(exc)
+flag = AgreedFlag(group, lambda: group.rank == 1, every=4)  # rank 1 alone interrupted
+out["stopped_at"] = next(i for i in range(1, 100) if flag())
+group.same_tokens("plain", [1, 2, 3] if group.lead else [1, 2, 4])
+out["lost"] = group.lost
+print("RESULT " + json.dumps(out), flush=True)
+"""
+
+
+def test_the_ranks_agree_through_collectives() -> None:
+    """Rank 0's data reaches every rank; an error on one rank stops all, naming it; a
+    Ctrl+C on one rank stops every rank after the same event; ranks that decoded
+    differently are caught."""
+    from specdeck.group_launch import launch_argv
+
+    argv = launch_argv(GroupSpec(ranks=2), ["-c", _AGREEMENTS])
+    run = subprocess.run(argv, stdin=subprocess.PIPE, capture_output=True, text=True,
+                         timeout=LAUNCH_TIMEOUT)
+    results = sorted((json.loads(line[len("RESULT "):]) for line in run.stdout.splitlines()
+                      if line.startswith("RESULT ")), key=lambda r: r["rank"])
+    assert [r["rank"] for r in results] == [0, 1], run.stdout + run.stderr[-2000:]
+    for r in results:
+        assert r["size"] == 2 and r["shared"] == "from rank 0"
+        assert r["check"] == "rank 1: no model here"
+        assert r["stopped_at"] == 4  # the first time all ranks asked together
+        assert r["lost"].startswith("the ranks disagree on plain's output (rank 0: 3 tokens")
 
 
 # -- a group that cannot go on ---------------------------------------------------------------
@@ -314,10 +354,15 @@ def test_the_playground_engine_runs_on_a_group(tiny_family) -> None:
                                             tiny_family["llama_draft"], strategies, 16)
         launcher = host.pid
         tokens.clear()
-        host.submit(RunCommand(2, request, save=False))  # the same ranks, models loaded
+        # The same ranks, models loaded; sampling at temperature 0.8, every rank drawing
+        # the same keys: a rank that accepted differently would end the run with an error
+        # (each strategy's tokens are compared across ranks at its end).
+        hot = replace(request, settings=replace(request.settings, sampling=Sampling(
+            temperature=0.8, seed=3)))
+        host.submit(RunCommand(2, hot, save=False))
         second = ended.get(timeout=LAUNCH_TIMEOUT)
         assert second.run_id == 2 and second.error is None and host.pid == launcher
-        assert tokens["plain"] == tokens["draft"]
+        assert len(tokens["plain"]) == len(tokens["draft"]) == 16
     finally:
         host.close()
     assert host.pid is None and _children_gone(launcher)
