@@ -161,8 +161,8 @@ class GroupHost(ChildHost):
             return
         self._connection = connection
         threading.Thread(target=self._send_all, args=(connection,), daemon=True).start()
-        if self._last_submitted > self._relay(connection):
-            self._ended_early(process, "the group ended unexpectedly")
+        if self._last_submitted > self._relay(connection) and self._process is process:
+            self._ended_early(process, "the group ended unexpectedly")  # not closed
 
     def _send_all(self, connection: Any) -> None:
         while (message := self._sent.get()) is not _STOP:
@@ -187,7 +187,7 @@ class GroupHost(ChildHost):
             process, self._process = self._process, None
         if process is None:
             return
-        self.cancel(self._last_submitted)
+        self._sent.put(Cancel(self._last_submitted))
         self._sent.put(None)
         try:
             process.wait(timeout=5)
@@ -284,4 +284,7 @@ def rank_main(shard: str) -> None:
 if __name__ == "__main__":
     if "--shard" not in sys.argv:
         sys.exit("specdeck.group_host is started by the playground (specdeck compare --shard)")
-    rank_main(sys.argv[sys.argv.index("--shard") + 1])
+    # The module's own copy, not __main__'s: the app's messages unpickle as its classes.
+    from specdeck.group_host import rank_main as main
+
+    main(sys.argv[sys.argv.index("--shard") + 1])

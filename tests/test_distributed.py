@@ -363,6 +363,17 @@ def test_the_playground_engine_runs_on_a_group(tiny_family) -> None:
         second = ended.get(timeout=LAUNCH_TIMEOUT)
         assert second.run_id == 2 and second.error is None and host.pid == launcher
         assert len(tokens["plain"]) == len(tokens["draft"]) == 16
+        # Cancelled on rank 0 by the app: every rank stops after the same event.
+        tokens.clear()
+        long = replace(request, settings=replace(request.settings, max_tokens=5000))
+        host.submit(RunCommand(3, long, save=False))
+        deadline = time.monotonic() + LAUNCH_TIMEOUT
+        while not tokens.get("plain") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        host.cancel(3)
+        third = ended.get(timeout=LAUNCH_TIMEOUT)
+        assert third.run_id == 3 and third.error is None and host.pid == launcher
+        assert 0 < len(tokens["plain"]) < 5000 and "draft" not in tokens
     finally:
         host.close()
     assert host.pid is None and _children_gone(launcher)
