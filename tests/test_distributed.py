@@ -27,6 +27,7 @@ import uuid
 from dataclasses import replace
 from pathlib import Path
 
+import jsonschema
 import pytest
 
 from specdeck.engines.compare import run_compare
@@ -37,7 +38,7 @@ from specdeck.engines.loading import ModelStore
 from specdeck.engines.requests import CompareRequest, GroupSpec
 from specdeck.diff import diff_sessions
 from specdeck.session import (
-    load_session, read_document, result_document, session_from_document,
+    SCHEMA_PATH, load_session, read_document, result_document, session_from_document,
 )
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
@@ -106,6 +107,7 @@ def test_two_ranks_decode_what_one_process_decodes(tiny_family, tmp_path) -> Non
     assert changed["config.group.size"] == (None, 2)
     assert changed["config.group.shard"] == (None, "tensor") and report.identical
 
+    jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(doc)
     group = doc["config"]["group"]
     assert (group["size"], group["backend"], group["shard"]) == (2, "ring", "tensor")
     assert group["hosts"] == ["127.0.0.1"] and "lost" not in group
