@@ -95,10 +95,11 @@ def add_group_options(p: argparse.ArgumentParser) -> None:
         "a target split over several processes or machines (mlx.distributed)")
     g.add_argument("--shard", choices=SHARD_MODES,
                    help="split the target: tensor (mlx-lm's shard) or pipeline (whole "
-                   "layers per rank, where the model offers it); with no --ranks or "
-                   "--hosts under mlx.launch, its ranks; alone, a group of one")
+                   "layers per rank, where the model offers it). With -n, --hosts or "
+                   "--hostfile, specdeck starts the ranks through mlx.launch; started by "
+                   "mlx.launch, it is one of them; else it runs as a group of one")
     g.add_argument("-n", "--ranks", type=int, metavar="N",
-                   help="processes to start (on this machine, or per --hosts in turn)")
+                   help="processes in all: on this machine, or spread over --hosts")
     g.add_argument("--hosts", metavar="H1,H2",
                    help="the machines, comma-separated (IP addresses for the ring backend)")
     g.add_argument("--hostfile", metavar="FILE",
