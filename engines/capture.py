@@ -20,13 +20,31 @@ import mlx.core as mx
 from specdeck.engines.decoding import log_probs
 
 
+def is_split(model: Any) -> bool:
+    """Whether ``model`` runs split over a group (``engines.distributed``): its layers
+    then need collectives that only the model's own forward pass makes."""
+    text = getattr(model, "language_model", model)
+    inner = getattr(text, "model", None)
+    if getattr(inner, "pipeline_size", 1) > 1 or getattr(text, "sharding_group", None):
+        return True
+    return any(getattr(getattr(layer, "linear_attn", None), "sharding_group", None)
+               is not None for layer in getattr(inner, "layers", None) or [])
+
+
 def supports_capture(model: Any) -> bool:
-    """Whether ``model`` has the Qwen3.5/3.6 hybrid layout the capture pass knows."""
+    """Whether ``model`` has the Qwen3.5/3.6 hybrid layout the capture pass knows.
+
+    Never on a split model: mlx-optiq's capture pass runs the layers itself, without
+    the collectives, so it would keep no state for a tensor-split gated delta net
+    layer, read a slice of the vocabulary, and skip a pipeline's hops. A split hybrid
+    target checkpoints and replays instead (``Rewind.REPLAY``: exact, one more pass).
+    """
     text = getattr(model, "language_model", model)
     inner = getattr(text, "model", None)
     layers = getattr(inner, "layers", None) or []
     return (
-        hasattr(inner, "fa_idx") and hasattr(inner, "ssm_idx")
+        not is_split(model)
+        and hasattr(inner, "fa_idx") and hasattr(inner, "ssm_idx")
         and any(getattr(layer, "is_linear", False) for layer in layers)
         and all(hasattr(layer, "linear_attn" if layer.is_linear else "self_attn")
                 for layer in layers)

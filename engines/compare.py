@@ -18,7 +18,7 @@ from specdeck.engines.events import Event, Trace
 from specdeck.engines.catalog import ModelInfo, describe_dir
 from specdeck.engines.loading import ModelStore, check_pair
 from specdeck.engines.memory import (
-    MemoryEstimate, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
+    MemoryEstimate, Split, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
 from specdeck.engines.mtp import load_mtp
 from specdeck.engines.requests import NEEDS_DRAFT, CompareRequest
@@ -74,15 +74,22 @@ def describe_models(request: CompareRequest, store: ModelStore) -> Described:
 def estimate_memory(
     request: CompareRequest, prompt_tokens: int, described: Described,
 ) -> dict[str, MemoryEstimate] | None:
-    """Each strategy's peak memory, from the model files alone; None while a model's
-    weights are not on disk (a hub id fetched only for its config and tokenizer)."""
+    """Each strategy's peak memory, from the model files alone (per rank when the target
+    is split over a group); None while a model's weights are not on disk (a hub id
+    fetched only for its config and tokenizer)."""
     target, draft, mtp = described
     if not all(m.weights_present for m in described if m is not None):
         return None
     return estimate_comparison(
         request.strategies, target, request.settings, prompt_tokens,
-        draft=draft, mtp=mtp, upcast=cpu_backend(),
+        draft=draft, mtp=mtp, upcast=cpu_backend(), split=target_split(request, target),
     )
+
+
+def target_split(request: CompareRequest, target: ModelInfo) -> Split | None:
+    """How the request splits its target over a group (None: it does not)."""
+    group = request.group
+    return Split(target.path, group.ranks, group.shard) if group and group.ranks > 1 else None
 
 
 def prepare(
@@ -108,9 +115,11 @@ def prepare(
     if estimates is None:
         progress("memory not estimated: a model's weights are not downloaded yet")
     else:
-        upcast = cpu_backend()
+        upcast, split = cpu_backend(), target_split(request, target)
         resident = sum(
-            weight_bytes(m, upcast) for m in {m.path: m for m in described if m}.values()
+            split.weight_bytes(m, upcast) if split and split.path == m.path
+            else weight_bytes(m, upcast)
+            for m in {m.path: m for m in described if m}.values()
             if store.holds(m.path, request.revision if m.name == request.target else None)
         )
         warning = check_headroom(list(estimates.values()), resident, request.strict_memory,
@@ -171,9 +180,55 @@ class CompareResult:
     request: CompareRequest
     prompt_tokens: list[int]
     models: Models
+    #: Each strategy's trace, added when its measured run starts (events arrive live).
     traces: dict[str, Trace]
     #: Each strategy's estimated peak memory (None when it could not be estimated).
     memory_estimates: dict[str, MemoryEstimate] | None = None
+    #: The group the target was split over (``engines.distributed``); None: one process.
+    group: dict | None = None
+
+
+def start_compare(
+    request: CompareRequest,
+    store: ModelStore,
+    progress: Callable[[str], None] = lambda _: None,
+    on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda estimates: None,
+) -> CompareResult:
+    """Check, estimate and load what ``request`` needs: a result with no traces yet.
+    ``on_estimates`` hears the memory estimates before any weights load."""
+    request.validate()
+    prepared = prepare(request, store, progress)
+    on_estimates(prepared.estimates)  # the app shows them beside the measured peaks
+    models = load_models(request, store, progress, prepared)
+    return CompareResult(request, prepared.prompt, models, {}, prepared.estimates)
+
+
+def measure_strategies(
+    result: CompareResult,
+    on_event: Callable[[str, Event], None] = lambda name, event: None,
+    progress: Callable[[str], None] = lambda _: None,
+    cancelled: Callable[[], bool] = lambda: False,
+    clock: Clock = time.perf_counter,
+) -> CompareResult:
+    """Warm up and measure each strategy of a started comparison in turn, into
+    ``result.traces``; stop early (keeping what ran) when ``cancelled`` turns true."""
+    request, models, prompt = result.request, result.models, result.prompt_tokens
+    for name in request.strategies:
+        if cancelled():
+            break
+        if request.warmup_tokens:
+            progress(f"warming up {name}")
+            warm = replace(request.settings, max_tokens=request.warmup_tokens)
+            for _ in run_strategy(name, models, prompt, warm, clock, cancelled):
+                pass
+            if cancelled():  # stopped during the warm-up: nothing of this one was measured
+                break
+        progress(f"running {name}")
+        trace = result.traces[name] = Trace(name)
+        for event in run_strategy(name, models, prompt, request.settings, clock, cancelled):
+            trace.events.append(event)
+            on_event(name, event)
+    return result
 
 
 def run_compare(
@@ -189,28 +244,6 @@ def run_compare(
     """Warm up and measure each strategy in turn; stop early (keeping what ran) when
     ``cancelled`` turns true. ``on_estimates`` hears the memory estimates before any
     weights load, ``on_loaded`` the models once they have."""
-    request.validate()
-    store = store or ModelStore()
-    prepared = prepare(request, store, progress)
-    on_estimates(prepared.estimates)  # the app shows them beside the measured peaks
-    models = load_models(request, store, progress, prepared)
-    on_loaded(models)
-    prompt, estimates = prepared.prompt, prepared.estimates
-    traces: dict[str, Trace] = {}
-    for name in request.strategies:
-        if cancelled():
-            break
-        if request.warmup_tokens:
-            progress(f"warming up {name}")
-            warm = replace(request.settings, max_tokens=request.warmup_tokens)
-            for _ in run_strategy(name, models, prompt, warm, clock, cancelled):
-                pass
-            if cancelled():  # stopped during the warm-up: nothing of this one was measured
-                break
-        progress(f"running {name}")
-        trace = Trace(name)
-        for event in run_strategy(name, models, prompt, request.settings, clock, cancelled):
-            trace.events.append(event)
-            on_event(name, event)
-        traces[name] = trace
-    return CompareResult(request, prompt, models, traces, estimates)
+    result = start_compare(request, store or ModelStore(), progress, on_estimates)
+    on_loaded(result.models)
+    return measure_strategies(result, on_event, progress, cancelled, clock)

@@ -133,6 +133,11 @@ class DecodeSettings:
         if self.max_kv_size is not None and self.max_kv_size < 8:
             raise SettingsError(f"max KV size must be >= 8 (got {self.max_kv_size})")
 
+    def max_drafts(self, strategy: str) -> int:
+        """The most drafts one round of ``strategy`` proposes (plain: none)."""
+        return {"draft": self.num_draft_tokens, "mtp": self.mtp_depth,
+                "ngram": self.ngram_k}.get(strategy, 0)
+
     def to_dict(self) -> dict:
         return asdict(self)
 

@@ -41,10 +41,18 @@ def split_at_output(model: Any) -> tuple[Any, Callable[[mx.array], mx.array]]:
     The trunk maps ids to the final, normed hidden states; the output layer maps those to
     logits (``lm_head``, or the embedding matrix when tied). Valid for the families whose
     logits are exactly that (Llama, Qwen3, Qwen3.5/3.6), which is what MTP heads need:
-    they draft from the trunk's hidden state through the trunk's own output layer.
+    they draft from the trunk's hidden state through the trunk's own output layer. On a
+    target split by tensor (``engines.distributed``) the output layer gathers every
+    rank's slice of the vocabulary, as the model's own call does.
     """
     text = getattr(model, "language_model", model)
     output = text.lm_head if "lm_head" in text else text.model.embed_tokens.as_linear
+    group = getattr(text, "sharding_group", None)
+    if group is not None:  # a tensor-split output layer holds a slice of the vocabulary
+        from mlx_lm.models.base import gather_last_axis
+
+        sliced = output
+        output = lambda hidden: gather_last_axis(sliced(hidden), group)  # noqa: E731
     return text.model, output
 
 

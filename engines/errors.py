@@ -11,3 +11,8 @@ class SettingsError(ValueError):
 
 class ModelError(Exception):
     """A model cannot be used; the message says why and what to do."""
+
+
+class GroupError(ModelError):
+    """A group of processes sharing a target cannot start or go on; the message says
+    which rank and why (``engines.distributed``). Rank 0 alone prints it."""

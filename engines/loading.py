@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -162,6 +162,10 @@ class ModelStore:
     #: Tokenizers read from a folder before (or without) its model being loaded.
     _tokenizers: dict[str, Any] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: (source, split): ``split(model, config)`` runs on the model loaded from that
+    #: source before its weights are read, to keep only this process's share of a
+    #: target split over a group (``engines.distributed``). None: every model whole.
+    split: tuple[str, Callable[[nn.Module, dict], None]] | None = None
 
     def resolve(self, source: str, revision: str | None = None) -> Path:
         """``resolve(source, revision)``, once per store."""
@@ -194,7 +198,10 @@ class ModelStore:
         key = (str(path.resolve()), revision)
         with self._lock:
             if key not in self._loaded:
-                self._loaded[key] = self._load(source, path, revision)
+                if self.split is not None and self.split[0] == source:
+                    self._loaded[key] = self._load(source, path, revision, self.split[1])
+                else:
+                    self._loaded[key] = self._load(source, path, revision)
                 self._tokenizers.pop(key[0], None)  # the model's own serves from now on
             return self._loaded[key]
 
@@ -204,15 +211,19 @@ class ModelStore:
             return (str(path.resolve()), revision) in self._loaded
 
     @staticmethod
-    def _load(source: str, path: Path, revision: str | None) -> LoadedModel:
+    def _load(source: str, path: Path, revision: str | None,
+              split: Callable[[nn.Module, dict], None] | None = None) -> LoadedModel:
         from mlx_lm import load
 
         target = str(path) if Path(source).expanduser().exists() else source
         try:
             model, tokenizer, config = load(
-                target, revision=revision, return_config=True,
+                target, revision=revision, return_config=True, lazy=split is not None,
                 tokenizer_config=dict(_NO_REMOTE_CODE), trust_remote_code=False,
             )
+            if split is not None:  # before the weights are read: only a share is
+                split(model, config)
+                mx.eval(model.parameters())
         except ModelError:
             raise
         except Exception as exc:

@@ -19,12 +19,18 @@ bytes mlx really allocates:
   states, MLP intermediates, float32 attention scores, and float32 log-probabilities
   when the output layer runs).
 
+A target split over a group (``engines.distributed``) is estimated per rank
+(``Split``): each process holds its share of the target's weights, KV cache and
+recurrent state, and all of everything else (draft, MTP head, activations, which are
+counted whole: an upper bound).
+
 ``check_headroom`` compares the largest estimate with the machine's free memory, and
 refuses one beyond all of its memory (a run that could only thrash) unless forced.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import subprocess
@@ -71,6 +77,39 @@ class MemoryEstimate:
 
     def to_dict(self) -> dict:
         return {**asdict(self), "total": self.total}
+
+
+@dataclass(frozen=True, slots=True)
+class Split:
+    """The target (the model in ``path``) split over ``ranks`` processes, ``shard``-wise
+    (``tensor``: every layer's heads and matrices; ``pipeline``: whole layers)."""
+
+    path: Path
+    ranks: int
+    shard: str
+
+    def state_share(self, info: ModelInfo) -> float:
+        """Share of the KV cache and recurrent state one rank holds (the largest)."""
+        t = info.text_config
+        if self.shard == "pipeline":
+            layers = max(int(t.get("num_hidden_layers") or 1), 1)
+            return math.ceil(layers / self.ranks) / layers
+        kv_heads = int(t.get("num_key_value_heads") or t.get("num_attention_heads") or 1)
+        # mlx-lm repeats key/value heads when there are fewer than ranks: one per rank.
+        return max(1, kv_heads // self.ranks) / kv_heads
+
+    def weight_bytes(self, info: ModelInfo, upcast: bool) -> int:
+        """Bytes of the target's weights one rank holds: its share of the layers' and
+        the embedding and output matrices whole (llama's mlx-lm keeps them whole)."""
+        total = weight_bytes(info, upcast)
+        t = info.text_config
+        params = info.parameters or 0
+        vocab = int(info.vocab_size or t.get("vocab_size") or 0) * int(t.get("hidden_size") or 0)
+        vocab *= 1 if t.get("tie_word_embeddings", True) else 2
+        whole = min(total, total * vocab // params) if params else 0
+        if self.shard == "pipeline":
+            return whole + math.ceil((total - whole) * self.state_share(info))
+        return whole + math.ceil((total - whole) / self.ranks)
 
 
 def cpu_backend() -> bool:
@@ -201,23 +240,30 @@ def estimate(
     draft: ModelInfo | None = None,
     other_models: int = 0,
     upcast: bool = False,
+    split: Split | None = None,
 ) -> MemoryEstimate:
     """The peak memory of ``strategy`` decoding with ``model`` (the target; for mtp the
     model whose head drafts), ``draft`` drafting for the draft strategy.
 
     ``other_models``: bytes of the models the comparison loaded for its other strategies.
-    ``upcast``: half precision becomes float32 (the CPU backend).
+    ``upcast``: half precision becomes float32 (the CPU backend). ``split``: ``model`` is
+    split over a group when it is the split one: one rank's share.
     """
-    drafts = {"draft": settings.num_draft_tokens, "mtp": settings.mtp_depth,
-              "ngram": settings.ngram_k}.get(strategy, 0)
+    drafts = settings.max_drafts(strategy)
     tokens = prompt_tokens + settings.max_tokens + drafts
     kv, recurrent, activations = _model_bytes(
         model, upcast, tokens, settings, prompt_tokens, drafts + 1
     )
+    split = split if split is not None and split.path == model.path else None
+    if split is not None:
+        share = split.state_share(model)
+        kv, recurrent = math.ceil(kv * share), math.ceil(recurrent * share)
     snapshot = 0
     if drafts:
-        # Each fed position's state (capture), or the state before the pass (restore).
-        snapshot = recurrent * (drafts + 1 if model.model_type in CAPTURE_TYPES else 1)
+        # Each fed position's state (capture), or the state before the pass (restore:
+        # also on a split target, which cannot capture; ``engines.capture``).
+        captures = model.model_type in CAPTURE_TYPES and split is None
+        snapshot = recurrent * (drafts + 1 if captures else 1)
         window = settings.max_kv_size
         if window is not None and tokens > window:
             snapshot += kv  # a wrapped window is copied before it is written
@@ -231,7 +277,7 @@ def estimate(
         activations = max(activations, d_act)
     return MemoryEstimate(
         strategy=strategy,
-        weights=weight_bytes(model, upcast),
+        weights=split.weight_bytes(model, upcast) if split else weight_bytes(model, upcast),
         draft_weights=weight_bytes(draft, upcast) if strategy == "draft" and draft else 0,
         mtp_head=mtp_head_bytes(model, upcast) if strategy == "mtp" else 0,
         other_models=other_models,
@@ -252,9 +298,11 @@ def estimate_comparison(
     draft: ModelInfo | None = None,
     mtp: ModelInfo | None = None,
     upcast: bool = False,
+    split: Split | None = None,
 ) -> dict[str, MemoryEstimate]:
     """Each strategy's estimate when they run one after another on models loaded once:
-    ``draft`` for the draft strategy, ``mtp`` (possibly the target) for the mtp one.
+    ``draft`` for the draft strategy, ``mtp`` (possibly the target) for the mtp one;
+    per rank under ``split`` (the target split over a group).
 
     ``prefer_fast_dtype``'s cast to float32 is lazy: a model loaded for a later strategy
     (and the MTP head) stays in its stored precision until a strategy first uses it.
@@ -269,14 +317,17 @@ def estimate_comparison(
     for strategy in strategies:
         used = {i.path for i in decodes.get(strategy, [target]) if i is not None}
         cast |= used
-        others = sum(weight_bytes(info, upcast and path in cast)
-                     for path, info in loaded.items() if path not in used)
+        others = sum(
+            split.weight_bytes(info, upcast and path in cast)
+            if split is not None and split.path == path
+            else weight_bytes(info, upcast and path in cast)
+            for path, info in loaded.items() if path not in used)
         if "mtp" in strategies and strategy != "mtp":
             head_cast = "mtp" in strategies[: strategies.index(strategy)]
             others += mtp_head_bytes(mtp, upcast and head_cast)
         out[strategy] = estimate(
             strategy, mtp if strategy == "mtp" else target, settings, prompt_tokens,
-            draft=draft, other_models=others, upcast=upcast,
+            draft=draft, other_models=others, upcast=upcast, split=split,
         )
     return out
 

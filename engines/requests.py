@@ -6,6 +6,8 @@ them. Nothing here imports mlx, so the TUI imports them directly.
 
 from __future__ import annotations
 
+import ipaddress
+import os
 from dataclasses import dataclass, field, replace
 
 from specdeck.engines.config import STRATEGIES, DecodeSettings, Sampling
@@ -13,6 +15,78 @@ from specdeck.engines.errors import SettingsError
 
 #: Strategies that need a draft model.
 NEEDS_DRAFT = {"draft"}
+
+
+#: What ``mlx.launch`` sets in each process it starts: that process's rank in the group.
+RANK_VARIABLE = "MLX_RANK"
+#: The hosts as the user named them, which specdeck passes to every rank it starts.
+HOSTS_VARIABLE = "SPECDECK_GROUP_HOSTS"
+#: Seconds without progress before a split run counts as stalled (a rank stuck, a link
+#: down): a long prefill of a large model over slow links stays well within it.
+STALL_SECONDS = 300.0
+
+
+def launched() -> bool:
+    """Whether ``mlx.launch`` started this process as one rank of a group."""
+    return RANK_VARIABLE in os.environ
+
+
+#: How mlx-lm splits a target over a group of processes: each layer's weights across the
+#: ranks (``model.shard``, tensor parallelism), or whole layers per rank
+#: (``model.pipeline``, on the model classes that offer it).
+SHARD_MODES = ("tensor", "pipeline")
+#: The backends ``mlx.launch`` starts on Macs and Linux (``jaccl``: RDMA over
+#: Thunderbolt 5; ``mpi``: an MPI installation on every host; ``ring``: TCP sockets).
+BACKENDS = ("ring", "jaccl", "jaccl-ring", "mpi")
+
+
+@dataclass(frozen=True)
+class GroupSpec:
+    """A target split over a group of processes started by ``mlx.launch``: how it is
+    split and where the processes run. Sessions record it with the group's size."""
+
+    shard: str = "tensor"
+    backend: str = "ring"
+    #: Hosts as the user named them (IP addresses for the ring backend); empty: this
+    #: machine only.
+    hosts: tuple[str, ...] = ()
+    #: An ``mlx.launch`` hostfile (JSON) naming the hosts instead.
+    hostfile: str | None = None
+    #: Processes in the group (on this machine when no hosts are named); once running,
+    #: the group's real size.
+    ranks: int = 2
+
+    def validate(self) -> None:
+        if self.shard not in SHARD_MODES:
+            raise SettingsError(
+                f"unknown split {self.shard!r} (--shard {' or '.join(SHARD_MODES)})")
+        if self.backend not in BACKENDS:
+            raise SettingsError(
+                f"unknown backend {self.backend!r} (choose from {', '.join(BACKENDS)})")
+        if self.hosts and self.hostfile:
+            raise SettingsError("name the hosts or a hostfile, not both")
+        if any(not h or h != h.strip() or "," in h for h in self.hosts):
+            raise SettingsError("hosts are comma-separated names or addresses, none empty")
+        if self.ranks < 1:
+            raise SettingsError(f"a group needs at least one process (got {self.ranks})")
+        if self.hosts and self.ranks % len(self.hosts):
+            raise SettingsError(
+                f"{self.ranks} processes do not divide evenly over {len(self.hosts)} hosts")
+        if self.backend == "ring" and not launched():
+            for host in self.hosts:
+                try:
+                    ipaddress.ip_address(host)
+                except ValueError:
+                    raise SettingsError(
+                        f"the ring backend connects to IP addresses, not {host!r}: name the "
+                        "hosts by address, or write a hostfile with each host's ssh name "
+                        "and ips (--hostfile)") from None
+
+    @property
+    def wants_launch(self) -> bool:
+        """Whether more than one process is asked for and this one is not a rank yet:
+        it then starts the group (``mlx.launch``) instead of running."""
+        return not launched() and (self.ranks > 1 or self.hostfile is not None)
 
 
 def require_draft(strategies: list[str], draft: object) -> None:
@@ -40,9 +114,13 @@ class CompareRequest:
     strict_memory: bool = False
     #: Run even when the estimate is beyond the machine's whole memory (else refused).
     force: bool = False
+    #: Split the target over a group of processes (``engines.distributed``); None: one.
+    group: GroupSpec | None = None
 
     def validate(self) -> None:
         self.settings.validate()
+        if self.group is not None:
+            self.group.validate()
         if not self.strategies:
             raise SettingsError("choose at least one strategy")
         unknown = [s for s in self.strategies if s not in STRATEGIES]
@@ -127,6 +205,8 @@ class SweepRequest:
     strict_memory: bool = False
     #: Run even when the estimate is beyond the machine's whole memory (else refused).
     force: bool = False
+    #: Split the target over a group of processes (``engines.distributed``); None: one.
+    group: GroupSpec | None = None
 
     def cells(self) -> list[CellSpec]:
         cells = []
@@ -153,6 +233,8 @@ class SweepRequest:
                 f"cannot sweep {unknown[0]!r} (choose from {', '.join(SPECULATIVE)})"
             )
         require_draft(self.strategies, self.draft)
+        if self.group is not None:
+            self.group.validate()
         if self.reps < 1 or self.warmup < 0:
             raise SettingsError("--reps must be >= 1 and --warmup >= 0")
         if not 0.0 <= self.noisy_cv < float("inf"):

@@ -25,7 +25,7 @@ from specdeck.engines.requests import CellSpec, CompareRequest, SweepRequest
 from specdeck.engines.stats import (
     Stats, compute_stats, expected_tokens_per_round, median, predicted_speedup, robust_cv, speedup,
 )
-from specdeck.engines.strategies import run_strategy
+from specdeck.engines.strategies import Models, run_strategy
 
 
 @dataclass
@@ -180,20 +180,12 @@ class SweepProgress:
     eta_seconds: float | None
 
 
-def run_sweep(
-    request: SweepRequest,
-    store: ModelStore | None = None,
-    progress: Callable[[SweepProgress], None] = lambda p: None,
-    on_message: Callable[[str], None] = lambda m: None,
-    cancelled: Callable[[], bool] = lambda: False,
-) -> tuple[list[Cell], bool]:
-    """Measure every cell; returns the cells finished and whether the sweep was complete.
-
-    ``cancelled`` (or Ctrl+C) stops between runs and keeps every finished prompt group.
-    """
+def sweep_models(request: SweepRequest, store: ModelStore,
+                 on_message: Callable[[str], None] = lambda m: None) -> Models:
+    """Check and load the models a sweep uses, after a memory check sized for its
+    largest cell (the longest prompt, the most drafts)."""
     request.validate()
-    # The memory check sizes the largest cell: the longest prompt, the most drafts.
-    models = load_models(
+    return load_models(
         CompareRequest(
             target=request.target, strategies=["plain", *request.strategies],
             prompt=max((p.text for p in request.prompts), key=len),
@@ -202,11 +194,29 @@ def run_sweep(
                 max_tokens=request.max_tokens, num_draft_tokens=max(request.ks, default=1),
                 mtp_depth=max(request.depths, default=1), ngram_k=max(request.ks, default=1),
             ),
-            strict_memory=request.strict_memory, force=request.force,
+            strict_memory=request.strict_memory, force=request.force, group=request.group,
         ),
-        store or ModelStore(),
+        store,
         on_message,
     )
+
+
+def run_sweep(
+    request: SweepRequest,
+    store: ModelStore | None = None,
+    progress: Callable[[SweepProgress], None] = lambda p: None,
+    on_message: Callable[[str], None] = lambda m: None,
+    cancelled: Callable[[], bool] = lambda: False,
+    models: Models | None = None,
+) -> tuple[list[Cell], bool]:
+    """Measure every cell; returns the cells finished and whether the sweep was complete.
+
+    ``cancelled`` (or Ctrl+C) stops between runs and keeps every finished prompt group.
+    ``models``: already loaded by ``sweep_models`` (else loaded here).
+    """
+    request.validate()
+    if models is None:
+        models = sweep_models(request, store or ModelStore(), on_message)
     base = DecodeSettings(max_tokens=request.max_tokens, sampling=request.sampling,
                           stop_at_eos=False)
     specs = request.cells()

@@ -18,9 +18,12 @@ from typing import Callable, Iterator
 from specdeck.engines.config import (
     MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling, field_default,
 )
-from specdeck.engines.errors import ModelError, SettingsError, UserError
+from specdeck.engines.errors import GroupError, ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
-from specdeck.engines.requests import CompareRequest
+from specdeck.engines.group_costs import PassCosts
+from specdeck.engines.requests import (
+    BACKENDS, RANK_VARIABLE, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec, launched,
+)
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
 from specdeck.diff import DiffError
@@ -81,11 +84,52 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--force", action="store_true",
                    help="run even when the memory estimate is beyond this machine's whole "
                    "memory (default: refuse)")
+    add_group_options(p)
     chat = p.add_mutually_exclusive_group()
     chat.add_argument("--chat", dest="chat", action="store_true", default=None,
                       help="wrap the prompt in the chat template")
     chat.add_argument("--raw", dest="chat", action="store_false",
                       help="feed the prompt as is (default when there is no chat template)")
+
+
+def add_group_options(p: argparse.ArgumentParser) -> None:
+    """Options of a run whose target is split over a group of processes."""
+    g = p.add_argument_group(
+        "a target split over several processes or machines (mlx.distributed)")
+    g.add_argument("--shard", choices=SHARD_MODES,
+                   help="split the target: tensor (mlx-lm's shard) or pipeline (whole "
+                   "layers per rank, where the model offers it). With -n, --hosts or "
+                   "--hostfile, specdeck starts the ranks through mlx.launch; started by "
+                   "mlx.launch, it is one of them; else it runs as a group of one")
+    g.add_argument("-n", "--ranks", type=int, metavar="N",
+                   help="processes in all: on this machine, or spread over --hosts")
+    g.add_argument("--hosts", metavar="H1,H2",
+                   help="the machines, comma-separated (IP addresses for the ring backend)")
+    g.add_argument("--hostfile", metavar="FILE",
+                   help="an mlx.launch hostfile (JSON: each host's ssh name and ips)")
+    g.add_argument("--backend", choices=BACKENDS, default=field_default(GroupSpec, "backend"),
+                   help="mlx.distributed backend (default %(default)s; jaccl: Thunderbolt 5 RDMA)")
+    g.add_argument("--python", metavar="PATH",
+                   help="the Python with specdeck on every host (default: this one's path)")
+    g.add_argument("--stall-timeout", type=float, default=STALL_SECONDS, metavar="SECONDS",
+                   help="end a split run (saving what ran) when nothing moves for this "
+                   "long, a rank being stuck (default %(default)g)")
+
+
+def group_from(args: argparse.Namespace) -> GroupSpec | None:
+    """The group the options ask for; None when the target runs whole in this process."""
+    hosts = tuple(h.strip() for h in (args.hosts or "").split(",") if h.strip())
+    if args.shard is None:
+        if args.ranks or hosts or args.hostfile:
+            raise SettingsError("--ranks, --hosts and --hostfile split the target: add "
+                                "--shard tensor (or --shard pipeline)")
+        return None
+    if args.stall_timeout <= 0:
+        raise SettingsError("--stall-timeout must be > 0 seconds")
+    spec = GroupSpec(shard=args.shard, backend=args.backend, hosts=hosts,
+                     hostfile=args.hostfile, ranks=args.ranks or len(hosts) or 1)
+    spec.validate()
+    return spec
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -128,9 +172,32 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
+
+    if launched():  # one rank of a group mlx.launch started: every rank builds the request
+        if not args.headless:
+            raise UserError("under mlx.launch, run compare --headless (the playground "
+                            "starts its own group: specdeck compare --shard tensor -n 2)")
+        from specdeck import group_command
+
+        return group_command.compare(args, lambda: compare_request(args))
+    request = compare_request(args)
+    if not args.headless:
+        return open_playground(request, args.sessions_dir, save=not args.no_save)
+    if request.group is not None:
+        from specdeck import group_command, group_launch
+
+        if request.group.wants_launch:
+            return group_launch.relaunch(request.group, args.argv, args.python)
+        return group_command.compare(args, lambda: request)
+    with first_interrupt_cancels() as stop:
+        result = run_compare(request, progress=say, cancelled=stop.is_set)
+    return report_compare(result, args, stop.is_set())
+
+
+def compare_request(args: argparse.Namespace) -> CompareRequest:
+    """The comparison the command line asks for, checked."""
     from specdeck.engines.demo import default_models
     from specdeck.prompts import read_prompt
-    from specdeck.session import result_document
 
     target, draft = default_models(args.target, args.draft)
     request = CompareRequest(
@@ -145,22 +212,30 @@ def cmd_compare(args: argparse.Namespace) -> int:
         warmup_tokens=args.warmup_tokens,
         strict_memory=args.strict,
         force=args.force,
+        group=group_from(args),
     )
     request.validate()
-    if args.json is not None and args.json.is_dir():
+    if getattr(args, "json", None) is not None and args.json.is_dir():
         raise UserError(f"--json {args.json} is a directory: name a file to write")
-    if not args.headless:
-        return open_playground(request, args.sessions_dir, save=not args.no_save)
+    return request
 
-    def progress(message: str) -> None:
-        print(f"specdeck: {visible(message, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
 
-    with first_interrupt_cancels() as stop:
-        result = run_compare(request, progress=progress, cancelled=stop.is_set)
-    if stop.is_set() and not result.traces:
-        progress("interrupted before any strategy ran: nothing to save")
+def say(message: str) -> None:
+    """A line about the run, on stderr (stdout carries the results); its text may name
+    files and models from others, so control characters are shown, never sent."""
+    print(f"specdeck: {visible(message, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
+
+
+def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
+    """Save the comparison (``engines.compare.CompareResult``) as a session, write
+    ``--json`` and print one line per strategy; the command's exit status."""
+    from specdeck.session import result_document
+
+    if interrupted and not result.traces:
+        say("interrupted before any strategy ran: nothing to save")
         return EXIT_INTERRUPTED
     document = result_document(result)
+    costs = PassCosts.from_dict((result.group or {}).get("pass_costs"))
     failed = False
     for name, entry in document["strategies"].items():
         stats, done = entry["stats"], entry["done"] or {}
@@ -173,13 +248,15 @@ def cmd_compare(args: argparse.Namespace) -> int:
             + (f", {times(speed)} plain" if speed is not None and name != "plain" else "")
             + f", {done.get('reason', '?')}"
         )
+        if costs is not None and name != "plain":
+            print(f"{'':>6}  {costs.line(result.request.settings.max_drafts(name))}")
         if done.get("reason") == "error":
             failed = True
             error = visible(str(done.get("error")), MESSAGE_CHARS)
             print(f"specdeck: {name} failed: {error}", file=sys.stderr)
     sys.stdout.flush()
-    saved = write_results(document, args.json, not args.no_save, args.sessions_dir, progress)
-    if stop.is_set():
+    saved = write_results(document, args.json, not args.no_save, args.sessions_dir, say)
+    if interrupted:
         return EXIT_INTERRUPTED
     if not saved:
         return EXIT_NOT_SAVED
@@ -229,7 +306,9 @@ def first_interrupt_cancels() -> Iterator[threading.Event]:
 
     def on_interrupt(signum: int, frame: object) -> None:
         stop.set()
-        signal.signal(signal.SIGINT, previous)
+        # A rank that mlx.launch started may inherit Ctrl+C ignored: the second quits.
+        signal.signal(signal.SIGINT, signal.default_int_handler
+                      if previous is signal.SIG_IGN else previous)
         # os.write, not print: a signal handler may interrupt a print in progress.
         os.write(2, b"\nspecdeck: stopping after this round and saving what ran "
                     b"(Ctrl+C again to quit now)\n")
@@ -251,6 +330,10 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     for source in (request.target, request.draft, request.mtp_model):
         if source:
             resolve(source, request.revision if source == request.target else None)
+    if request.group is not None:
+        from specdeck.group_host import require_local_lead
+
+        require_local_lead(request.group)
     problems = run_app(request, sessions_dir=sessions_dir, save_sessions=save)
     for line in problems:
         print(f"specdeck: error: {visible(line, MESSAGE_CHARS)}", file=sys.stderr)
@@ -273,6 +356,7 @@ def cmd_playground(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what the ranks run again
     if args.command is None:
         args.command = "playground"
     try:
@@ -282,6 +366,10 @@ def main(argv: list[str] | None = None) -> int:
             "models": models_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
+        if isinstance(exc, GroupError) and os.environ.get(RANK_VARIABLE, "0") != "0":
+            # Rank 0 says it for the group; failing here would make mlx.launch stop rank 0
+            # before it has.
+            return 0
         print(f"specdeck: error: {visible(str(exc), MESSAGE_CHARS)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:

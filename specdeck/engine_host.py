@@ -130,8 +130,13 @@ class RunCommand:
 
 
 def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMessage], None],
-              cancelled: Callable[[], bool], clock: Callable[[], float]) -> None:
-    """Run one comparison, sending its events in batches and a ``RunEnded`` last."""
+              cancelled: Callable[[], bool], clock: Callable[[], float],
+              compare: Callable[..., Any] | None = None) -> None:
+    """Run one comparison, sending its events in batches and a ``RunEnded`` last.
+
+    ``compare`` runs it (default ``engines.compare.run_compare``; a group's rank passes
+    its own, whose result says in ``group["lost"]`` why a lost group ended it early).
+    """
     from specdeck.engines.compare import run_compare
     from specdeck.engines.machine import describe_machine
     from specdeck.session import result_document
@@ -141,7 +146,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
     machine = describe_machine()  # before the run: nothing measured waits on it
     error = saved = save_problem = None
     try:
-        result = run_compare(
+        result = (compare or run_compare)(
             request, store, on_event=batcher.add,
             progress=lambda text: send(Progress(run_id, text)),
             on_estimates=lambda estimates: send(Estimates(run_id, {
@@ -153,6 +158,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
         if command.save and result.traces:
             saved, save_problem = save_where_possible(
                 result_document(result, machine), command.sessions_dir)
+        error = (result.group or {}).get("lost")
     except (SettingsError, ModelError) as exc:
         error = str(exc)
     except Exception as exc:  # shown in the app, which stays usable
@@ -271,26 +277,26 @@ class ThreadHost:
             self._commands.put(None)
 
 
-class ProcessHost:
-    """Runs in a child process started on the first run (``spawn``: the app's threads
-    are not forked). A child that dies ends its run with an error naming its exit code
-    and the last line it wrote to stderr. A child silent for ``silent_after`` seconds
-    (default ``SILENT_AFTER_SECONDS``; no heartbeat) while a run is in flight is
-    reported with ``EngineSilent``."""
+class ChildHost:
+    """What the hosts whose engine is another process share: the process, started on
+    the first run (and again after it died), the runs handed to it and ended by it, when
+    it was last heard from, and the log its output goes to (the terminal belongs to the
+    app). What a run streamed is kept (``PartialKeeper``)."""
 
-    def __init__(self, deliver: Callable[[EngineMessage], None],
-                 silent_after: float | None = None) -> None:
+    #: What the engine is, for the error when it cannot start, and its log's name.
+    kind = "engine process"
+    log_name = "engine"
+
+    def __init__(self, deliver: Callable[[EngineMessage], None]) -> None:
         self._deliver = PartialKeeper(deliver)
-        self._silent_after = silent_after or SILENT_AFTER_SECONDS
-        self._context = multiprocessing.get_context("spawn")
-        self._cancelled_through = self._context.RawValue("q", 0)
         self._process: Any = None
         self._connection: Any = None
         self._last_submitted = self._last_ended = 0
         self._heard = time.monotonic()
         self._silent = False
         self._lock = threading.Lock()
-        self._log = Path(tempfile.gettempdir()) / f"specdeck-engine-{os.getpid()}-{id(self):x}.log"
+        self._log = Path(tempfile.gettempdir()) / (
+            f"specdeck-{self.log_name}-{os.getpid()}-{id(self):x}.log")
 
     @property
     def pid(self) -> int | None:
@@ -299,15 +305,70 @@ class ProcessHost:
     def submit(self, command: RunCommand) -> None:
         try:
             with self._lock:
-                if self._process is None or not self._process.is_alive():
+                if not self._running():
                     self._start()
                 if self._last_submitted <= self._last_ended:
                     self._heard = time.monotonic()  # silence counts from the new run on
                 self._last_submitted = command.run_id
                 self._deliver.submitted(command)
-                self._connection.send(command)
+                self._hand_over(command)
         except (OSError, ValueError) as exc:
-            self._deliver(RunEnded(command.run_id, f"could not start the engine process: {exc}"))
+            self._deliver(RunEnded(command.run_id, f"could not start the {self.kind}: {exc}"))
+
+    def _relay(self, connection: Any, pid: int | None) -> int:
+        """Hand every message from the engine on until it goes away (a heartbeat only
+        says it is alive); the last run it ended (runs are served in order: one handed
+        over later did not finish)."""
+        while True:
+            try:
+                message = connection.recv()
+            except (EOFError, OSError):
+                break
+            with self._lock:
+                self._heard = time.monotonic()
+                was_silent, self._silent = self._silent, False
+                if isinstance(message, RunEnded):
+                    self._last_ended = max(self._last_ended, message.run_id)
+                running = self._last_submitted
+            if was_silent:
+                self._deliver(EngineSilent(running, None, pid))
+            if not isinstance(message, Heartbeat):
+                self._deliver(message)
+        with self._lock:
+            return self._last_ended
+
+    def _running(self) -> bool:
+        raise NotImplementedError
+
+    def _start(self) -> None:
+        raise NotImplementedError
+
+    def _hand_over(self, command: RunCommand) -> None:
+        raise NotImplementedError
+
+
+class ProcessHost(ChildHost):
+    """Runs in a child process started on the first run (``spawn``: the app's threads
+    are not forked). A child that dies ends its run with an error naming its exit code
+    and the last line it wrote to stderr. A child silent for ``silent_after`` seconds
+    (default ``SILENT_AFTER_SECONDS``; no heartbeat) while a run is in flight is
+    reported with ``EngineSilent``."""
+
+    #: The group its engine splits the target over: none, one process.
+    group = None
+
+    def __init__(self, deliver: Callable[[EngineMessage], None],
+                 silent_after: float | None = None) -> None:
+        super().__init__(deliver)
+        self._silent_after = silent_after or SILENT_AFTER_SECONDS
+        self._context = multiprocessing.get_context("spawn")
+        self._cancelled_through = self._context.RawValue("q", 0)
+
+    def _running(self) -> bool:
+        return self._process is not None and self._process.is_alive()
+
+    def _hand_over(self, command: RunCommand) -> None:
+        self._connection.send(command)
 
     def _start(self) -> None:
         ours, theirs = self._context.Pipe()
@@ -334,28 +395,13 @@ class ProcessHost:
     def _read(self, connection: Any, process: Any) -> None:
         """Hand every message on; when the child goes away, end the latest run handed to
         it unless it ended (runs are served in order; earlier ones are stale)."""
-        while True:
-            try:
-                message = connection.recv()
-            except (EOFError, OSError):
-                break
-            with self._lock:
-                self._heard = time.monotonic()
-                was_silent, self._silent = self._silent, False
-                if isinstance(message, RunEnded):
-                    self._last_ended = max(self._last_ended, message.run_id)
-                running = self._last_submitted
-            if was_silent:
-                self._deliver(EngineSilent(running, None, process.pid))
-            if not isinstance(message, Heartbeat):
-                self._deliver(message)
+        last_ended = self._relay(connection, process.pid)
         process.join(timeout=5)
         with self._lock:
-            last_ended = self._last_ended
             unfinished = self._last_submitted if self._last_submitted > last_ended else None
         if unfinished is not None and process.exitcode not in (0, None):
             why = f"the engine process ended unexpectedly (exit code {process.exitcode})"
-            last = _last_line(self._log)
+            last = last_line(self._log)
             self._deliver(RunEnded(unfinished, why + (f": {last}" if last else "")))
 
     def _watch(self, process: Any) -> None:
@@ -413,7 +459,8 @@ def _process_state(pid: int | None) -> str:
     return ""
 
 
-def _last_line(path: Path) -> str:
+def last_line(path: Path) -> str:
+    """The last line an engine wrote to its log (what it said before it died)."""
     try:
         lines = path.read_text(errors="replace").strip().splitlines()
     except OSError:

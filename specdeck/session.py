@@ -78,10 +78,12 @@ def trace_to_dict(trace: Trace, stats: dict) -> dict:
 
 
 def is_partial(requested: list[str], traces: dict[str, Trace]) -> bool:
-    """A run is partial when a requested strategy did not run or did not finish."""
+    """A run is partial when a requested strategy did not run or did not finish
+    (cancelled, failed, or cut off without its Done)."""
     if any(name not in traces for name in requested):
         return True
-    return any(t.done is None or t.done.reason == "cancelled" for t in traces.values())
+    return any(t.done is None or t.done.reason in ("cancelled", "error")
+               for t in traces.values())
 
 
 def request_config(request: Any) -> dict:
@@ -123,6 +125,8 @@ def compare_config(result: Any) -> dict:
         "memory_estimates": {
             name: estimate.to_dict() for name, estimate in (result.memory_estimates or {}).items()
         },
+        # The group the target was split over (size, backend, split, hosts, pass costs).
+        "group": result.group,
     }
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from specdeck.engines.errors import UserError
 from specdeck.engines.files import MAX_FILE_BYTES
 from specdeck.engines.formatting import MISSING, format_stat, plural, stats_table
+from specdeck.engines.group_costs import PassCosts, describe_group
 
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
 EXIT_SAME, EXIT_DIFFERENT = 0, 1
@@ -180,6 +181,11 @@ def print_session(session) -> None:
     if machine.get("chip") or machine.get("os"):
         console.print(literal(f"on {machine.get('chip', '?')}, {machine.get('os', '?')}",
                               one_line=True))
+    group = describe_group(config.get("group"))
+    costs = PassCosts.from_dict((config.get("group") or {}).get("pass_costs")) \
+        if group else None
+    if group:
+        console.print(literal(group, one_line=True))
     if isinstance(config.get("prompt"), str):
         console.print(Rule("prompt"))
         console.print(literal(config["prompt"]))
@@ -191,6 +197,9 @@ def print_session(session) -> None:
         console.print(literal(trace.text))
         if done and done.error:
             console.print(literal(f"error: {done.error}", "red"))
+        drafts = session.settings.max_drafts(name) if session.settings else 0
+        if costs is not None and drafts:
+            console.print(literal(costs.line(drafts)))
 
     stats = session.stats()
     table = Table(title="statistics", title_justify="left")

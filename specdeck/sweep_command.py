@@ -16,7 +16,7 @@ from specdeck.engines.config import Sampling, field_default
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.formatting import plural
 from specdeck.engines.requests import SweepRequest
-from specdeck.visible import MESSAGE_CHARS, visible
+from specdeck.visible import visible
 
 DEFAULT_PROMPTS = ("code", "prose")
 
@@ -84,6 +84,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", type=Path, help="write the sweep here (default: a new file "
                    "in the sessions folder: $SPECDECK_SESSIONS_DIR, else sessions/)")
     p.add_argument("--chart", type=Path, help="write the chart SVG here (default: beside the JSON)")
+    from specdeck.cli import add_group_options
+
+    add_group_options(p)
 
 
 def _prompts(values: list[str] | None):
@@ -190,11 +193,37 @@ def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED
+    from specdeck.cli import say
+    from specdeck.engines.requests import launched
+    from specdeck.engines.sweep import SweepProgress, run_sweep
+
+    def progress(p: SweepProgress) -> None:
+        eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
+        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({visible(p.label, 80)}){eta}\033[K",
+              end="", file=sys.stderr, flush=True)
+
+    finish = lambda *ran: _finish(args, *ran)  # noqa: E731
+    if launched():  # one rank of a group mlx.launch started: every rank builds the request
+        from specdeck import group_command
+
+        return group_command.sweep(args, lambda: sweep_request(args), finish, progress)
+    request = sweep_request(args)
+    if request.group is not None:
+        from specdeck import group_command, group_launch
+
+        if request.group.wants_launch:
+            return group_launch.relaunch(request.group, args.argv, args.python)
+        return group_command.sweep(args, lambda: request, finish, progress)
+    with SweepInterrupts() as interrupts:
+        cells, complete = run_sweep(request, progress=progress, on_message=say)
+        interrupts.measuring = False
+        return _finish(args, request, cells, complete, None, say)
+
+
+def sweep_request(args: argparse.Namespace) -> SweepRequest:
+    """The sweep the command line asks for, checked."""
+    from specdeck.cli import group_from
     from specdeck.engines.demo import default_models
-    from specdeck.engines.machine import describe_machine
-    from specdeck.engines.sweep import SweepProgress, recommendations, run_sweep
-    from specdeck.session import sweep_document
 
     target, draft = default_models(args.target, args.draft)
     request = SweepRequest(
@@ -206,31 +235,34 @@ def run(args: argparse.Namespace) -> int:
         max_tokens=args.max_tokens, noisy_cv=args.noisy_cv,
         sampling=Sampling(seed=args.seed),
         strict_memory=args.strict, force=args.force,
+        group=group_from(args),
     )
     request.validate()
     for path, flag in ((args.json, "--json"), (args.chart, "--chart")):
         if path is not None and path.is_dir():
             raise SettingsError(f"{flag} {path} is a directory: name a file to write")
+    return request
 
-    def progress(p: SweepProgress) -> None:
-        eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
-        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({visible(p.label, 80)}){eta}\033[K",
-              end="", file=sys.stderr, flush=True)
 
-    def message(text: str) -> None:
-        print(f"specdeck: {visible(text, MESSAGE_CHARS)}", file=sys.stderr, flush=True)
+def _finish(args: argparse.Namespace, request: SweepRequest, cells: list, complete: bool,
+            group: dict | None, message: Callable[[str], None]) -> int:
+    """Print the sweep, save it (with the group it ran on, if any) and draw its chart;
+    the command's exit status."""
+    from specdeck.engines.machine import describe_machine
+    from specdeck.engines.sweep import recommendations
+    from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED
+    from specdeck.session import sweep_document
 
-    with SweepInterrupts() as interrupts:
-        cells, complete = run_sweep(request, progress=progress, on_message=message)
-        interrupts.measuring = False
-        print(file=sys.stderr)
-        if not complete:
-            message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
-        document = sweep_document(request, cells, recommendations(cells), complete,
-                                  describe_machine())
-        print_sweep(document["cells"], document["recommendations"])
-        sys.stdout.flush()
-        written = write_sweep(document, args.json, args.chart, message)
+    print(file=sys.stderr)
+    if not complete:
+        message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
+    document = sweep_document(request, cells, recommendations(cells), complete,
+                              describe_machine())
+    if group is not None:
+        document["config"]["group"] = group
+    print_sweep(document["cells"], document["recommendations"])
+    sys.stdout.flush()
+    written = write_sweep(document, args.json, args.chart, message)
     if not complete:
         return EXIT_INTERRUPTED
     if not written:

@@ -41,6 +41,7 @@ from specdeck.engine_host import (
     EngineSilent, EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded,
     TargetLoaded, ThreadHost,
 )
+from specdeck.group_host import GroupHost, group_size
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.session import SCHEMA_VERSION, Session
 from specdeck.session_store import default_sessions_dir
@@ -116,6 +117,11 @@ class LiveSource:
     def settings(self) -> DecodeSettings:
         return self.request.settings
 
+    def _engine(self) -> ProcessHost | GroupHost:
+        """The engine for the request: one process, or a group its target is split over."""
+        group = self.request.group if self.request is not None else None
+        return GroupHost(self._post, group) if group is not None else ProcessHost(self._post)
+
     def token_text(self, token: int) -> str | None:
         return None  # the target's tokenizer names tokens (``SpecdeckApp.token_text``)
 
@@ -137,6 +143,11 @@ class ReplaySource:
     @property
     def strategies(self) -> list[str]:
         return list(self.traces)
+
+    def _engine(self) -> ProcessHost | GroupHost:
+        """The engine for the request: one process, or a group its target is split over."""
+        group = self.request.group if self.request is not None else None
+        return GroupHost(self._post, group) if group is not None else ProcessHost(self._post)
 
     def token_text(self, token: int) -> str | None:
         """A token's text as the traces show it (no tokenizer needed)."""
@@ -222,8 +233,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         #: Where the panes' events come from.
         self.source: LiveSource | ReplaySource = (
             LiveSource(request) if request is not None else ReplaySource(traces, settings))
-        post = lambda message: self.post_message(FromEngine(message))  # noqa: E731
-        self._host = ThreadHost(post, store, clock) if in_process else ProcessHost(post)
+        self._post = lambda message: self.post_message(FromEngine(message))  # noqa: E731
+        self._host = ThreadHost(self._post, store, clock) if in_process else self._engine()
         self.wall_clock = wall_clock
         if title:
             self.sub_title = visible(title)
@@ -303,6 +314,9 @@ class SpecdeckApp(LiteralNotify, App[None]):
         flags = [f"race {self.speed:g}x"] + (["PAUSED"] if self.paused else [])
         if not self.show_rejected:
             flags.append("rejected hidden")
+        group = self.request.group if self.request is not None else None
+        if group is not None:
+            flags.append(f"{group.shard} split over {group_size(group)}")
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
@@ -365,10 +379,18 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.phase = Phase.LOADING
         self.status_text = "loading models…"
         self.runs_submitted = self.run_id
+        if not isinstance(self._host, ThreadHost) and self._host.group != self.request.group:
+            self._host.close()  # the target is split another way now (or not at all)
+            self._host = self._engine()
         self._host.submit(RunCommand(
             self.run_id, self.request, self.save_sessions,
             str(self.sessions_dir) if self.sessions_dir is not None else None,
         ))
+
+    def _engine(self) -> ProcessHost | GroupHost:
+        """The engine for the request: one process, or a group its target is split over."""
+        group = self.request.group if self.request is not None else None
+        return GroupHost(self._post, group) if group is not None else ProcessHost(self._post)
 
     def token_text(self, token: int) -> str | None:
         text = self.source.token_text(token)

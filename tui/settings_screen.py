@@ -14,8 +14,9 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
+from specdeck.engines.config import field_default
 from specdeck.engines.errors import SettingsError
-from specdeck.engines.requests import CompareRequest
+from specdeck.engines.requests import CompareRequest, GroupSpec
 from specdeck.literal import literal
 from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
@@ -34,6 +35,41 @@ NUMBERS = (
 )
 
 
+#: Group fields: (id, label). The split is empty (the target whole in one process),
+#: tensor or pipeline; hosts are comma-separated, or an mlx.launch hostfile (.json).
+GROUP_FIELDS = (
+    ("shard", "split (tensor, pipeline)"),
+    ("ranks", "ranks"),
+    ("hosts", "hosts or hostfile"),
+    ("backend", "backend"),
+)
+
+
+def group_values(group: GroupSpec | None) -> dict[str, str]:
+    """A group as the dialog's text fields (empty split: none)."""
+    if group is None:
+        return {"shard": "", "ranks": "", "hosts": "", "backend": ""}
+    return {"shard": group.shard, "ranks": str(group.ranks),
+            "hosts": group.hostfile or ",".join(group.hosts), "backend": group.backend}
+
+
+def group_from_form(values: dict[str, str]) -> GroupSpec | None:
+    """The group the dialog's fields ask for; SettingsError names a bad field."""
+    shard = values["shard"].strip()
+    if not shard:
+        return None
+    places = values["hosts"].strip()
+    hostfile = places if places.endswith(".json") else None
+    hosts = () if hostfile else tuple(h.strip() for h in places.split(",") if h.strip())
+    try:
+        ranks = int(values["ranks"].strip() or len(hosts) or 2)
+    except ValueError:
+        raise SettingsError(f"ranks must be a whole number (got {values['ranks']!r})") from None
+    backend = values["backend"].strip() or field_default(GroupSpec, "backend")
+    return GroupSpec(shard=shard, backend=backend, hosts=hosts, hostfile=hostfile,
+                     ranks=ranks)
+
+
 def form_values(request: CompareRequest) -> dict[str, str]:
     """The request as the dialog's text fields."""
     s = request.settings
@@ -50,6 +86,7 @@ def form_values(request: CompareRequest) -> dict[str, str]:
         "max_tokens": str(s.max_tokens),
         "seed": str(s.sampling.seed),
         "mtp_model": request.mtp_model or "",
+        **group_values(request.group),
     }
     return values
 
@@ -83,6 +120,7 @@ def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareReques
         strategies=[s.strip() for s in values["strategies"].split(",") if s.strip()],
         prompt=values["prompt"],
         settings=settings,
+        group=group_from_form(values),
     )
     if not changes["target"]:
         raise SettingsError("the target model is empty")
@@ -132,6 +170,9 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
                 yield Input(values["strategies"], id="strategies",
                             highlighter=ControlPictures())
                 for key, label, _ in NUMBERS:
+                    yield Label(label)
+                    yield Input(values[key], id=key, highlighter=ControlPictures())
+                for key, label in GROUP_FIELDS:  # a target split over a group (mlx.launch)
                     yield Label(label)
                     yield Input(values[key], id=key, highlighter=ControlPictures())
             yield Label("", id="settings-error")
