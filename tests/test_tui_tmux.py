@@ -18,7 +18,10 @@ from typing import Callable
 
 import pytest
 
-pytestmark = pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed")
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("tmux") is None, reason="tmux is not installed"),
+]
 
 ANSI = re.compile(r"\x1b\[[0-9;:]*[A-Za-z]")
 SGR = re.compile(r"\x1b\[([0-9;]*)m")
