@@ -82,9 +82,12 @@ def prefill(model: Any, cache: Sequence[Any], prompt: mx.array, step: int) -> mx
     return prompt
 
 
-_wired = threading.Lock()
-_wired_runs = 0
-_wired_before: int | None = None
+class _Wired:
+    """The runs under way with the wired limit raised, and the limit to put back."""
+
+    lock = threading.Lock()
+    runs = 0
+    before = 0
 
 
 @contextlib.contextmanager
@@ -93,23 +96,22 @@ def wired_limit() -> Iterator[None]:
     ``generate`` does), so the weights are not paged out between steps; no-op on the CPU
     and CUDA backends. Runs may overlap (threads): the first to start raises the limit
     and the last to end puts the old one back, once nothing is in flight."""
-    global _wired_runs, _wired_before
     limit = mx.device_info().get("max_recommended_working_set_size")
     if not (mx.metal.is_available() and limit):
         yield
         return
-    with _wired:
-        if _wired_runs == 0:
-            _wired_before = mx.set_wired_limit(limit)
-        _wired_runs += 1
+    with _Wired.lock:
+        if _Wired.runs == 0:
+            _Wired.before = mx.set_wired_limit(limit)
+        _Wired.runs += 1
     try:
         yield
     finally:
         mx.synchronize(generation_stream)  # the limit must not change under an async eval
-        with _wired:
-            _wired_runs -= 1
-            if _wired_runs == 0:
-                mx.set_wired_limit(_wired_before)
+        with _Wired.lock:
+            _Wired.runs -= 1
+            if _Wired.runs == 0:
+                mx.set_wired_limit(_Wired.before)
 
 
 class Output:

@@ -50,6 +50,7 @@ def assert_within_25_percent(doc: dict) -> None:
 
 
 # max_tokens 300 crosses a KV cache growth (256 positions), the costliest moment.
+@pytest.mark.slow
 @pytest.mark.parametrize("target, draft, strategies, extra", [
     ("llama_target", "llama_draft", "plain,draft,ngram", ["-k", "3"]),
     ("hybrid_target", "hybrid_draft", "plain,draft,ngram", []),
@@ -62,6 +63,7 @@ def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path, targ
     assert_within_25_percent(doc)
 
 
+@pytest.mark.slow
 def test_estimate_within_25_percent_for_half_precision_and_quantized(tiny_family, tmp_path) -> None:
     from mlx_lm import convert
 
@@ -78,6 +80,7 @@ def test_estimate_within_25_percent_for_half_precision_and_quantized(tiny_family
         )
 
 
+@pytest.mark.slow
 def test_estimate_within_25_percent_on_the_demo_models(tmp_path) -> None:
     demo = demo_models()  # shipped with specdeck (models/demo)
     assert demo is not None

@@ -319,6 +319,7 @@ SAMPLINGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "sampling,depth,count",
     [

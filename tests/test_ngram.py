@@ -46,6 +46,19 @@ def repeating_prompt(models: Models) -> list[int]:
     return ids + run("plain", models, ids, fixed(100)).tokens
 
 
+def shortest_repeating_prompt(models: Models, n: int, k: int) -> list[int]:
+    """The shortest start of ``repeating_prompt`` whose last ``n`` tokens occurred before
+    with ``k`` tokens after them: its first round drafts ``k``, and each run of a
+    sampling test prefills a third as many tokens."""
+    full = repeating_prompt(models)
+    for end in range(len(models.target.tokenizer.encode(PROMPT)), len(full) + 1):
+        proposer = PromptLookup(n)
+        proposer.begin(full[:end], None)
+        if proposer.propose(k)[0].size == k:
+            return full[:end]
+    raise AssertionError("the greedy continuation never repeats")
+
+
 # --- the lookup ------------------------------------------------------------------------
 
 
@@ -128,12 +141,13 @@ SAMPLINGS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("sampling,k", [("temp1", 1), ("filtered", 2)])
 def test_ngram_sampling_is_lossless(tiny_family, store, sampling, k) -> None:
     """The prompt ends in a repeat, so the first round drafts: k=1 over two tokens
     covers acceptance, correction and bonus, k=2 the second draft position."""
     models = Models(store.get(str(tiny_family["hybrid_target"])))
-    ids = repeating_prompt(models)
+    ids = shortest_repeating_prompt(models, n=2, k=k)
     settings = fixed(2, ngram_n=2, ngram_k=k, sampling=SAMPLINGS[sampling])
     first = run("ngram", models, ids, settings).rounds[0]
     assert len(first.drafted) == k

@@ -17,6 +17,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
+#: Building the wheel takes a while; one worker builds it (pip builds in the source tree).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
+
 
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory) -> Path:
