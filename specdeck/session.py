@@ -28,7 +28,7 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
 from specdeck.engines.files import MAX_FILE_BYTES, TooLarge, UnreadableFile, read_regular
 from specdeck.engines.requests import SweepRequest
-from specdeck.engines.stats import Stats, compute_stats, speedup
+from specdeck.engines.stats import Stats, compute_stats, plain_step_seconds, priced, speedup
 from specdeck.session_check import SessionError, check_trace
 
 #: The version of both documents (a session and a sweep); ``MIGRATIONS`` upgrades older ones.
@@ -51,10 +51,13 @@ def _with_speedup(stats: Stats, baseline_tokens_per_s: float | None) -> dict:
 
 
 def strategy_stats(traces: dict[str, Trace]) -> dict[str, dict]:
-    """Each strategy's statistics, with its speedup over ``plain`` when plain ran."""
+    """Each strategy's statistics, with its speedup over ``plain`` when plain ran, and
+    its costs and predictions in plain steps of that run."""
     stats = {name: compute_stats(trace.events) for name, trace in traces.items()}
     baseline = stats["plain"].tokens_per_s if "plain" in stats else None
-    return {name: _with_speedup(s, baseline) for name, s in stats.items()}
+    step = plain_step_seconds(baseline)
+    return {name: _with_speedup(priced(s, step) if step else s, baseline)
+            for name, s in stats.items()}
 
 
 def event_to_dict(event: Event) -> dict:
