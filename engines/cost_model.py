@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Sequence
 
-from specdeck.engines.formatting import times
+from specdeck.engines.formatting import percent, times
 
 #: Where the time of one plain step came from.
 #: ``plain``: the plain run of the same comparison (or sweep);
@@ -160,12 +160,16 @@ class CostModel:
         return (f"the textbook's {times(self.textbook())} takes {passes} as one plain step; "
                 f"here it costs {cost}, so each round costs {direction}")
 
-    def why(self, measured: float | None = None) -> str:
-        """The model's account of a run in one line: tokens per pass, what a round costs,
-        the prediction next to the speedup ``measured`` (when known) and why the textbook
-        says otherwise."""
-        parts = [
-            f"{self.expected_tokens():.2f} tokens per verify pass",
+    def why(self, measured: float | None = None, acceptance: float | None = None) -> str:
+        """The model's account of a run in one line: the ``acceptance`` (when given) and
+        the tokens per pass it gives, what a round costs, the prediction next to the
+        speedup ``measured`` (when known) and why the textbook says otherwise."""
+        accepted = "" if acceptance is None else f"{percent(acceptance)} accepted -> "
+        parts = [f"{accepted}{self.expected_tokens():.2f} tokens per verify pass"]
+        if self.idle_share:
+            parts.append(f"{percent(self.idle_share)} of rounds drafted nothing (one token, "
+                         f"{self.idle_pass:.2f} plain steps each)")
+        parts += [
             f"a draft step costs {self.draft_step:.2f} plain steps",
             f"predicted {times(self.predicted())}"
             + (f", measured {times(measured)}" if measured is not None else ""),

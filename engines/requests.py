@@ -13,6 +13,8 @@ from specdeck.engines.errors import SettingsError
 
 #: Strategies that need a draft model.
 NEEDS_DRAFT = {"draft"}
+#: Timed repetitions of each strategy a comparison may ask for.
+MAX_REPEATS = 20
 
 
 def require_draft(strategies: list[str], draft: object) -> None:
@@ -36,6 +38,9 @@ class CompareRequest:
     #: Apply the tokenizer's chat template: True, False, or None for "if it has one".
     chat: bool | None = None
     warmup_tokens: int = 8
+    #: Timed runs of each strategy, taking turns (a strategy's median one is kept). With
+    #: one, plain is timed a second time after the others, to tell a speedup from noise.
+    repeats: int = 1
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
     #: Run even when the estimate is beyond the machine's whole memory (else refused).
@@ -43,6 +48,8 @@ class CompareRequest:
 
     def validate(self) -> None:
         self.settings.validate()
+        if not 1 <= self.repeats <= MAX_REPEATS:
+            raise SettingsError(f"repeats must be between 1 and {MAX_REPEATS} (got {self.repeats})")
         if not self.strategies:
             raise SettingsError("choose at least one strategy")
         unknown = [s for s in self.strategies if s not in STRATEGIES]

@@ -91,6 +91,28 @@ def robust_cv(values: list[float]) -> float:
     return 1.4826 * median([abs(v - centre) for v in values]) / abs(centre)
 
 
+def spread(values: list[float]) -> float | None:
+    """How far apart repeated measurements are: (largest - smallest) / median; None
+    for fewer than two."""
+    if len(values) < 2:
+        return None
+    centre = median(values)
+    return (max(values) - min(values)) / centre if centre else None
+
+
+def speedup_noise(strategy: list[float], plain: list[float]) -> float | None:
+    """How much a measured speedup may be noise: the larger relative spread of plain's
+    timed runs and the strategy's own (None while neither was timed twice). A speedup
+    within ``1 ± noise`` cannot be told from plain decoding."""
+    spreads = [s for s in (spread(plain), spread(strategy)) if s is not None]
+    return max(spreads) if spreads else None
+
+
+def within_noise(speedup_: float | None, noise: float | None) -> bool:
+    """Whether a speedup is no farther from 1.00x than the noise."""
+    return speedup_ is not None and noise is not None and abs(speedup_ - 1.0) <= noise
+
+
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
 

@@ -19,7 +19,7 @@ from specdeck.engines.compare import encode_prompt, load_models
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Trace
-from specdeck.engines.formatting import percent, times
+from specdeck.engines.formatting import times
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.requests import CellSpec, CompareRequest, SweepRequest
 from specdeck.engines.cost_model import CostModel
@@ -157,7 +157,7 @@ def why_line(cell: Cell, model: CostModel | None) -> str:
         return "baseline"
     if cell.acceptance_rate is None or model is None:
         return "nothing was drafted"
-    return f"{percent(cell.acceptance_rate)} accepted -> {model.why(cell.speedup)}"
+    return model.why(cell.speedup, cell.acceptance_rate)
 
 
 def recommendations(cells: list[Cell]) -> list[str]:
