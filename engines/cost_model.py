@@ -117,19 +117,26 @@ class CostModel:
         """``C(k)``: a round's drafting and verifying, in plain steps."""
         return (self.drafts if k is None else k) * self.draft_step + self.verify_cost(k)
 
-    def _speedup(self, tokens: float, cost: float, idle_cost: float) -> float:
+    def mean_tokens(self, k: int | None = None) -> float:
+        """Tokens per round, the rounds that drafted nothing counted in."""
         f = self.idle_share
-        return ((1.0 - f) * tokens + f) / ((1.0 - f) * cost + f * idle_cost)
+        return (1.0 - f) * self.expected_tokens(k) + f
+
+    def mean_cost(self, k: int | None = None) -> float:
+        """Plain steps per round, the rounds that drafted nothing counted in."""
+        f = self.idle_share
+        return (1.0 - f) * self.round_cost(k) + f * self.idle_pass
 
     def predicted(self, k: int | None = None) -> float:
         """The speedup over plain decoding ``E(k) / C(k)`` (None: at the run's own k),
         rounds that drafted nothing counted in."""
-        return self._speedup(self.expected_tokens(k), self.round_cost(k), self.idle_pass)
+        return self.mean_tokens(k) / self.mean_cost(k)
 
     def textbook(self, k: int | None = None) -> float:
-        """The textbook's speedup: the same tokens, a verify pass costing one plain step."""
-        drafts = self.drafts if k is None else k
-        return self._speedup(self.expected_tokens(k), drafts * self.draft_step + 1.0, 1.0)
+        """The textbook's speedup: the same tokens, a verify pass (and a round that
+        drafts nothing) costing one plain step."""
+        f, drafts = self.idle_share, self.drafts if k is None else k
+        return self.mean_tokens(k) / ((1.0 - f) * (drafts * self.draft_step + 1.0) + f)
 
     @property
     def position_cost(self) -> float:

@@ -18,8 +18,8 @@ from specdeck.engines.stats import (
     Stats, cost_model, plain_step_seconds, speedup, speedup_noise, spread, within_noise,
 )
 
-#: Below this many columns the strip uses its short words.
-WIDE = 64
+#: From this many columns the strip says it in words; below ``SHORT`` in the fewest.
+WIDE, SHORT = 64, 46
 
 
 def runs_note(runs: list[float], is_baseline: bool, repeats: int) -> str:
@@ -31,8 +31,10 @@ def runs_note(runs: list[float], is_baseline: bool, repeats: int) -> str:
 
 
 def cost_text(stats: Stats, model: CostModel | None, measured: float | None,
-              noise: float | None, wide: bool) -> str:
-    """Two lines for a speculative pane (one while nothing was drafted yet)."""
+              noise: float | None, width: int) -> str:
+    """Two lines for a speculative pane ``width`` columns wide (one while nothing was
+    drafted yet)."""
+    wide = width >= WIDE
     if model is None:
         return "no drafts yet: nothing to price"
     per_pass = MISSING if stats.tokens_per_round is None else f"{stats.tokens_per_round:.2f}"
@@ -46,6 +48,10 @@ def cost_text(stats: Stats, model: CostModel | None, measured: float | None,
                 f"{model.verify_pass:.2f} plain steps\n"
                 f"predicts {times(model.predicted())} (textbook {times(model.textbook())}) · "
                 f"measured {times(measured)}{mark}")
+    if width < SHORT:  # a round's tokens and plain steps: their ratio is the prediction
+        return (f"{model.mean_tokens():.2f} tok / {model.mean_cost():.2f} steps · "
+                f"book {times(model.textbook())}\n"
+                f"pred {times(model.predicted())} · meas {times(measured)}{mark}")
     return (f"{per_pass} tok/pass · draft {model.draft_step:.2f} verify "
             f"{model.verify_pass:.2f} steps\n"
             f"pred {times(model.predicted())} (book {times(model.textbook())}) · "
@@ -87,6 +93,8 @@ class CostStrip(Widget):
         _, model, measured, noise, runs, step, repeats = self._parts
         if self.is_baseline:
             note = runs_note(list(runs), True, repeats)
-            unit = f"costs are counted in plain steps of {duration(step)}" if step else ""
+            unit = f"plain step = {duration(step)}" if step else ""
+            if unit and self.size.width >= WIDE:
+                unit += " (the unit of every cost)"
             return Text(" · ".join(part for part in (unit, note) if part))
-        return Text(cost_text(self._stats, model, measured, noise, self.size.width >= WIDE))
+        return Text(cost_text(self._stats, model, measured, noise, self.size.width))

@@ -28,8 +28,9 @@ from specdeck.tui.speedup_chart import SpeedupChart
 
 #: Eighths of a cell, for bars with a smooth end.
 _EIGHTHS = " ▏▎▍▌▋▊▉"
-#: Columns around the bar: "k", the survival and the three figures of the row.
-_AROUND = 44
+#: Columns around the bar: k (4), the survival and the three figures of the row (31),
+#: and the marks ("  ◀ best, this run": 18).
+_AROUND = 53
 
 
 def summary(model: CostModel, measured: float | None) -> str:

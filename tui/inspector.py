@@ -68,8 +68,23 @@ def _probability(event: Round, position: int, token: int) -> float | None:
     return next((prob for alt, prob in rows if int(alt) == token), None)
 
 
-def explain_round(event: Round, token_text: TokenText) -> list[PositionRow]:
-    """Why each token of ``event`` was kept or dropped, position by position."""
+#: Why each kind of row is what it is, in full and in a narrow table's words.
+REASONS = {
+    "accepted": ("greedy: the target's top choice", "top choice"),
+    "rejected": ("greedy: not its top choice", "not top choice"),
+    "unchecked": ("not tested: after a rejection", "not tested"),
+    "target": ("plain decoding: the target's own", "own token"),
+    "bonus": ("all accepted: the next comes free", "free"),
+    "correction": ("the top choice replaces the draft", "top choice"),
+    "resampled": ("drawn from norm(max(0, p − q))", "from max(0,p−q)"),
+}
+
+
+def explain_round(event: Round, token_text: TokenText, short: bool = False
+                  ) -> list[PositionRow]:
+    """Why each token of ``event`` was kept or dropped, position by position (``short``:
+    in a narrow table's words)."""
+    words = {kind: pair[short] for kind, pair in REASONS.items()}
 
     def name(token: int) -> str:
         text = token_text(token)
@@ -91,28 +106,20 @@ def explain_round(event: Round, token_text: TokenText) -> list[PositionRow]:
             j = i - event.accepted
             piece = event.rejected_pieces[j] if j < len(event.rejected_pieces) else ""
         if kind == "unchecked":
-            reason = "not tested: an earlier draft was rejected"
+            reason = words["unchecked"]
         elif sampled and p is not None and i < len(event.uniforms or []):
             bound = min(1.0, p / q) if q else 1.0
-            u = event.uniforms[i]
-            reason = f"u={u:.3f} {'<' if kind == 'accepted' else '≥'} min(1, p/q)={bound:.3f}"
+            u, test = event.uniforms[i], "<" if kind == "accepted" else "≥"
+            reason = (f"u={u:.2f} {test} {bound:.2f}" if short
+                      else f"u={u:.3f} {test} min(1, p/q)={bound:.3f}")
         else:
-            reason = "greedy: " + (
-                "the target's top choice" if kind == "accepted" else "the target chose another"
-            )
+            reason = words[kind]
         rows.append(PositionRow(i + 1, show_token(piece) if piece else name(token), kind, q, p,
                                 reason, alternatives(i)))
     if event.end is not None and len(event.tokens) > event.accepted:
         token = event.tokens[event.accepted]
         piece = event.pieces[event.accepted] if event.accepted < len(event.pieces) else ""
-        reason = {
-            "target": "plain decoding: the target's own token",
-            "bonus": "every draft accepted: the target's next token comes free",
-            "correction": (
-                "resampled from norm(max(0, p − q))" if sampled
-                else "the target's top choice replaces the rejected draft"
-            ),
-        }[event.end]
+        reason = words["resampled" if sampled and event.end == "correction" else event.end]
         rows.append(PositionRow(event.accepted + 1, show_token(piece) if piece else name(token),
                                 event.end, None, _probability(event, event.accepted, token),
                                 reason, alternatives(event.accepted)))
@@ -140,23 +147,45 @@ def describe_rollback(event: Round) -> str:
 
 
 def verdict(strategy: str, event: Round, number: int, total: int) -> str:
-    """The round in two lines: where it is, what lived, what the pass bought; the rollback."""
+    """The round in two lines: where it is, what lived, the tokens this target pass
+    bought; the rollback."""
     drafted = len(event.drafted)
-    kept = (f"{event.accepted} of {drafted} drafts accepted" if drafted
+    kept = (f"{event.accepted} of {drafted} accepted" if drafted
             else "nothing drafted")
     end = f" → {event.end}" if event.end else ""
     bought = plural(len(event.tokens), "token")
-    return (f"{strategy} · round {number + 1} of {total} · {kept}{end} · this target pass "
-            f"bought {bought}\n{describe_rollback(event)}")
+    return (f"{strategy} · round {number + 1} of {total} · {kept}{end} · {bought} this "
+            f"pass\n{describe_rollback(event)}")
 
 
-def round_table(event: Round, token_text: TokenText) -> Table:
-    """The inspector's table for one round: a row per verified position."""
-    table = Table(expand=True, box=box.SIMPLE_HEAD, padding=(0, 1))
-    for column in ("pos", "token", "verdict", "q (draft)", "p (target)", "why",
+#: Below this many columns the table uses its short words.
+NARROW = 110
+
+
+@dataclass(slots=True)
+class RoundTable:
+    """``round_table`` at the width it is drawn at (its words shorten when narrow)."""
+
+    event: Round
+    token_text: TokenText
+
+    def __rich_console__(self, console, options):
+        yield round_table(self.event, self.token_text, options.max_width < NARROW)
+
+
+def round_table(event: Round, token_text: TokenText, short: bool = False) -> Table:
+    """The inspector's table for one round: a row per verified position, one line each
+    (a long token or list of alternatives ends in …: the row stays readable at 80
+    columns; the why column wraps)."""
+    table = Table(expand=True, box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False)
+    for column in ("pos", "token", "verdict", "q draft", "p target", "why",
                    "target's top choices (p)"):
-        table.add_column(column, no_wrap=column in ("pos", "q (draft)", "p (target)"))
-    for row in explain_round(event, token_text):
+        why, alternatives = column == "why", column.startswith("target's")
+        table.add_column(column, no_wrap=not why, overflow="ellipsis",
+                         ratio=1 if why or alternatives else None,
+                         min_width=18 if why else 12 if alternatives else None,
+                         max_width=16 if column == "token" else None)
+    for row in explain_round(event, token_text, short):
         table.add_row(
             str(row.position), literal(row.token), row.kind,
             _fmt(row.q), _fmt(row.p), row.reason,
@@ -203,6 +232,6 @@ class RoundInspector(Vertical):
             table.update(Text())
             return
         head.update(literal(verdict(strategy, event, number, total)))
-        table.update(round_table(event, token_text))
+        table.update(RoundTable(event, token_text))
         if moved:
             self.query_one("#inspector-body", VerticalScroll).scroll_home(animate=False)

@@ -43,5 +43,5 @@ class Legend(Widget):
             text.append(self.HINT, "dim")
         return text
 
-    def on_click(self) -> None:
-        self.app.run_action("glossary")
+    async def on_click(self) -> None:
+        await self.app.run_action("glossary")

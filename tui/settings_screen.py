@@ -31,6 +31,7 @@ NUMBERS = (
     ("top_p", "top-p", float),
     ("max_tokens", "max tokens", int),
     ("seed", "seed", int),
+    ("repeats", "repeats (median of)", int),
 )
 
 
@@ -49,6 +50,7 @@ def form_values(request: CompareRequest) -> dict[str, str]:
         "top_p": str(s.sampling.top_p),
         "max_tokens": str(s.max_tokens),
         "seed": str(s.sampling.seed),
+        "repeats": str(request.repeats),
         "mtp_model": request.mtp_model or "",
     }
     return values
@@ -83,6 +85,7 @@ def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareReques
         strategies=[s.strip() for s in values["strategies"].split(",") if s.strip()],
         prompt=values["prompt"],
         settings=settings,
+        repeats=numbers["repeats"],
     )
     if not changes["target"]:
         raise SettingsError("the target model is empty")
