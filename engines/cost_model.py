@@ -154,9 +154,16 @@ class CostModel:
         tokens. The survival curve crosses this line at the best k."""
         return max(0.0, self.position_cost * self.predicted(self.best_k()))
 
+    @property
+    def pass_tokens(self) -> str:
+        """Tokens a verify pass checks, as a person reads it: ``17``, or ``16.4`` where the
+        rounds drafted fewer on average (the last ones stop at max tokens)."""
+        tokens = self.drafts + 1
+        return f"{round(tokens)}" if abs(tokens - round(tokens)) < 0.05 else f"{tokens:.1f}"
+
     def gap_words(self) -> str:
         """Why the prediction and the textbook differ, in words."""
-        passes = f"a verify pass of {self.drafts + 1:.3g} tokens"
+        passes = f"a verify pass of {self.pass_tokens} tokens"
         if self.baseline == "none":
             return (f"no plain step was timed, so {passes} counts as one plain step and "
                     "the prediction is the textbook's")

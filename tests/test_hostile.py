@@ -28,8 +28,11 @@ from specdeck.cli import main
 from specdeck.session import save_document, session_from_document
 from specdeck.sweep_file import sweep_from_document
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
+from specdeck.tui.glossary_screen import GlossaryScreen
 from specdeck.tui.help_screen import HelpScreen
+from specdeck.tui.jump_screen import JumpScreen
 from specdeck.tui.model_picker import ModelPicker
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
@@ -171,8 +174,9 @@ def replay(text: str, names: list[str]) -> SpecdeckApp:
 
 
 async def tour_the_playground(app: SpecdeckApp, pilot) -> None:
-    """Every screen of a replay: panes raced to the end, the inspector round by round,
-    the help, the diff of the panes; each checked for what reaches the terminal."""
+    """Every screen of a replay: panes raced to the end, the inspector round by round
+    (forward, back, a jump), the cost view of each pane, the help, the glossary, the diff
+    of the panes; each checked for what reaches the terminal."""
     app.seek_race(1e9)
     await pilot.pause()
     assert_inert(screen_text(app))
@@ -180,13 +184,30 @@ async def tour_the_playground(app: SpecdeckApp, pilot) -> None:
     for pane in app.panes:
         pane.focus()
         pane.reset(keep_events=True)
-        for _ in range(3):
-            await pilot.press("n")
+        for key in ("n", "n", "n", "b"):
+            await pilot.press(key)
             await pilot.pause()
             assert_inert(screen_text(app))
+        await pilot.press("j")
+        await pilot.pause()
+        if isinstance(app.screen, JumpScreen):  # a pane with rounds: jump to the first
+            assert_inert(screen_text(app))
+            app.screen.query_one(Input).value = "1"
+            await pilot.press("enter")
+            await pilot.pause()
+        assert_inert(screen_text(app))
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, CostScreen)
+        assert_inert(screen_text(app))
+        await pilot.press("escape")
     await pilot.press("question_mark")
     await pilot.pause()
     assert isinstance(app.screen, HelpScreen)
+    await pilot.press("escape")
+    await pilot.press("w")
+    await pilot.pause()
+    assert isinstance(app.screen, GlossaryScreen)
     await pilot.press("escape")
     app.panes[-1].focus()
     await pilot.press("d")

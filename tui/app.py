@@ -506,8 +506,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self._refresh_stats()
         how = (f"each timed {plural(self.request.repeats, 'time')}, its median run kept"
                if self.request.repeats > 1 else "each warmed up")
-        self.status_text = (f"{lead}measured one after another, {how}{self._noise_note()} · "
-                            f"g: race them in sync{f' · saved {saved}' if saved else ''}")
+        self.status_text = (f"{lead}measured one after another, {how} · g: race them in "
+                            f"sync{self._noise_note()}{f' · saved {saved}' if saved else ''}")
 
     def _noise_note(self) -> str:
         """How far plain's two timings were apart: the noise a speedup must beat."""
