@@ -7,12 +7,10 @@ legend and help; repeated timings reach the panes."""
 
 from __future__ import annotations
 
-import io
 import re
 from pathlib import Path
 
 import pytest
-from rich.console import Console
 from textual.containers import VerticalScroll
 from textual.widgets import Input
 
@@ -20,7 +18,7 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.formatting import percent, times
 from specdeck.engines.requests import CompareRequest
 from specdeck.session import load_session
-from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.pilot import run_async, screen_text, settle
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.glossary import GLOSSARY
@@ -31,14 +29,6 @@ from specdeck.tui.jump_screen import JumpScreen
 from specdeck.tui.legend import Legend
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
-
-
-def screen_text(app: SpecdeckApp) -> str:
-    """What the terminal shows, as text."""
-    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(),
-                      record=True, force_terminal=False, legacy_windows=False)
-    console.print(app.screen._compositor.render_update(full=True))
-    return console.export_text(styles=False)
 
 
 def flat(text: str) -> str:

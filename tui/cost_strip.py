@@ -38,6 +38,9 @@ def cost_text(stats: Stats, model: CostModel | None, measured: float | None,
     if model is None:
         return "no drafts yet: nothing to price"
     per_pass = MISSING if stats.tokens_per_round is None else f"{stats.tokens_per_round:.2f}"
+    if model.baseline == "none":  # no plain step to price in: only the textbook's figure
+        return (f"{per_pass} tok/pass · draft step {model.draft_step:.2f} verify passes\n"
+                f"no plain step timed yet · textbook {times(model.textbook())}")
     mark = ""
     if within_noise(measured, noise):
         mark = " ≈ noise" if not wide else f" (within the noise, ±{percent(noise)})"
