@@ -68,8 +68,8 @@ def event_to_dict(event: Event) -> dict:
 
 def trace_to_dict(trace: Trace, stats: dict, measured: list[float] | None = None) -> dict:
     """One strategy's result: its tokens, text, every event, its ``stats`` (as
-    ``strategy_stats`` gives them) and, when it was timed more than once, the decode
-    tokens/s of each timed run (``measured_tokens_per_s``)."""
+    ``strategy_stats`` gives them) and, for a measured comparison, the decode tokens/s of
+    each timed run (``measured_tokens_per_s``)."""
     prefill, done = trace.prefill, trace.done
     entry = {
         "tokens": trace.tokens,
@@ -79,14 +79,14 @@ def trace_to_dict(trace: Trace, stats: dict, measured: list[float] | None = None
         "done": event_to_dict(done) if done else None,
         "stats": stats,
     }
-    if measured and len(measured) > 1:
+    if measured:
         entry["measured_tokens_per_s"] = measured
     return entry
 
 
 def measured_speeds(document: dict) -> dict[str, list[float]]:
-    """Each strategy's ``measured_tokens_per_s`` (absent in files of single runs and of
-    older versions); SessionError when one is not a list of positive numbers."""
+    """Each strategy's ``measured_tokens_per_s`` (absent in files of older versions);
+    SessionError when one is not a list of positive numbers."""
     speeds = {}
     for name, entry in document["strategies"].items():
         values = entry.get("measured_tokens_per_s") if type(entry) is dict else None
@@ -164,7 +164,7 @@ def result_document(result: Any, machine: dict | None = None) -> dict:
 def build_document(config: dict, machine: dict, traces: dict[str, Trace],
                    measured: dict[str, list[float]] | None = None) -> dict:
     """A whole comparison as a session document (``measured``: the tokens/s of every
-    timed run of each strategy, when there was more than one)."""
+    timed run of each strategy)."""
     measured = measured or {}
     stats = strategy_stats(traces)
     return {
