@@ -8,7 +8,7 @@ weights), then the measured run, streamed live through ``on_event``.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from specdeck.engines.config import DecodeSettings
@@ -22,6 +22,7 @@ from specdeck.engines.memory import (
 )
 from specdeck.engines.mtp import load_mtp
 from specdeck.engines.requests import NEEDS_DRAFT, CompareRequest
+from specdeck.engines.stats import compute_stats
 from specdeck.engines.strategies import Models, run_strategy
 
 
@@ -180,12 +181,16 @@ class CompareResult:
     request: CompareRequest
     prompt_tokens: list[int]
     models: Models
-    #: Each strategy's trace, added when its measured run starts (events arrive live).
+    #: Each strategy's kept run: its median repetition (the first and only one by default),
+    #: added when its first measured run starts (events arrive live).
     traces: dict[str, Trace]
     #: Each strategy's estimated peak memory (None when it could not be estimated).
     memory_estimates: dict[str, MemoryEstimate] | None = None
     #: The group the target was split over (``engines.distributed``); None: one process.
     group: dict | None = None
+    #: Decode tokens/s of every timed run of each strategy, in the order they ran (plain
+    #: timed again after the others last, when each strategy ran once).
+    measured: dict[str, list[float]] = field(default_factory=dict)
 
 
 def start_compare(
@@ -211,23 +216,51 @@ def measure_strategies(
     clock: Clock = time.perf_counter,
 ) -> CompareResult:
     """Warm up and measure each strategy of a started comparison in turn, into
-    ``result.traces``; stop early (keeping what ran) when ``cancelled`` turns true."""
+    ``result.traces``; stop early (keeping what ran) when ``cancelled`` turns true.
+
+    ``on_event`` hears the first repetition of each strategy as it runs; with
+    ``request.repeats`` > 1 the strategies take turns again (drift hits them alike) and
+    each keeps its median run. With one repetition, plain is timed once more after the
+    others: how far two runs of the same thing differ is the noise a speedup must beat.
+    """
     request, models, prompt = result.request, result.models, result.prompt_tokens
-    for name in request.strategies:
-        if cancelled():
-            break
-        if request.warmup_tokens:
-            progress(f"warming up {name}")
-            warm = replace(request.settings, max_tokens=request.warmup_tokens)
-            for _ in run_strategy(name, models, prompt, warm, clock, cancelled):
-                pass
-            if cancelled():  # stopped during the warm-up: nothing of this one was measured
-                break
-        progress(f"running {name}")
-        trace = result.traces[name] = Trace(name)
+
+    def measure(name: str, trace: Trace, stream: bool) -> Trace:
         for event in run_strategy(name, models, prompt, request.settings, clock, cancelled):
             trace.events.append(event)
-            on_event(name, event)
+            if stream:
+                on_event(name, event)
+        return trace
+
+    runs: dict[str, list[Trace]] = {}
+    for rep in range(request.repeats):
+        for name in request.strategies:
+            if cancelled():
+                break
+            if rep == 0 and request.warmup_tokens:
+                progress(f"warming up {name}")
+                warm = replace(request.settings, max_tokens=request.warmup_tokens)
+                for _ in run_strategy(name, models, prompt, warm, clock, cancelled):
+                    pass
+                if cancelled():  # stopped during the warm-up: nothing of this one was measured
+                    break
+            of = f" ({rep + 1} of {request.repeats})" if request.repeats > 1 else ""
+            progress(f"running {name}{of}")
+            trace = Trace(name)
+            if rep == 0:  # kept from its start: a run cut short keeps what it streamed
+                result.traces[name] = trace
+            measure(name, trace, stream=rep == 0)
+            if rep and not _finished(trace):
+                break  # cancelled mid-repetition: not a measurement
+            runs.setdefault(name, []).append(trace)
+    measured = {name: [_speed(t) for t in ts] for name, ts in runs.items()}
+    if request.repeats == 1 and len(runs) > 1 and "plain" in runs and not cancelled():
+        progress("timing plain again, to see how far the machine's speed drifts")
+        check = measure("plain", Trace("plain"), stream=False)
+        if _finished(check):
+            measured["plain"].append(_speed(check))
+    result.traces.update({name: _median_run(ts) for name, ts in runs.items()})
+    result.measured = {name: [v for v in speeds if v] for name, speeds in measured.items()}
     return result
 
 
@@ -242,8 +275,24 @@ def run_compare(
     on_loaded: Callable[[Models], None] = lambda models: None,
 ) -> CompareResult:
     """Warm up and measure each strategy in turn; stop early (keeping what ran) when
-    ``cancelled`` turns true. ``on_estimates`` hears the memory estimates before any
-    weights load, ``on_loaded`` the models once they have."""
+    ``cancelled`` turns true (``measure_strategies`` says how repetitions are kept).
+    ``on_estimates`` hears the memory estimates before any weights load, ``on_loaded``
+    the models once they have."""
     result = start_compare(request, store or ModelStore(), progress, on_estimates)
     on_loaded(result.models)
     return measure_strategies(result, on_event, progress, cancelled, clock)
+
+
+def _finished(trace: Trace) -> bool:
+    done = trace.done
+    return done is not None and done.reason in ("length", "stop")
+
+
+def _speed(trace: Trace) -> float | None:
+    return compute_stats(trace.events).tokens_per_s
+
+
+def _median_run(runs: list[Trace]) -> Trace:
+    """The repetition of median speed (the slower middle one of an even count)."""
+    ranked = sorted(runs, key=lambda t: _speed(t) or 0.0)
+    return ranked[(len(ranked) - 1) // 2]

@@ -68,6 +68,12 @@ def plural(count: int, noun: str, many: str | None = None) -> str:
     return f"{count:,} {noun if count == 1 else many or noun + 's'}"
 
 
+def ordinal(n: int) -> str:
+    """A place: ``1st``, ``2nd``, ``3rd``, ``4th``, ``11th``, ``22nd``."""
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def format_stat(name: str, value: Any) -> str:
     """A statistic (a field of ``engines.stats.Stats``, or ``speedup_vs_plain``) as a
     person reads it; the unit follows from the name."""

@@ -15,6 +15,8 @@ from specdeck.engines.errors import SettingsError
 
 #: Strategies that need a draft model.
 NEEDS_DRAFT = {"draft"}
+#: Timed repetitions of each strategy a comparison may ask for.
+MAX_REPEATS = 20
 
 
 #: What ``mlx.launch`` sets in each process it starts: that process's rank in the group.
@@ -110,6 +112,9 @@ class CompareRequest:
     #: Apply the tokenizer's chat template: True, False, or None for "if it has one".
     chat: bool | None = None
     warmup_tokens: int = 8
+    #: Timed runs of each strategy, taking turns (a strategy's median one is kept). With
+    #: one, plain is timed a second time after the others, to tell a speedup from noise.
+    repeats: int = 1
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
     #: Run even when the estimate is beyond the machine's whole memory (else refused).
@@ -121,6 +126,8 @@ class CompareRequest:
         self.settings.validate()
         if self.group is not None:
             self.group.validate()
+        if not 1 <= self.repeats <= MAX_REPEATS:
+            raise SettingsError(f"repeats must be between 1 and {MAX_REPEATS} (got {self.repeats})")
         if not self.strategies:
             raise SettingsError("choose at least one strategy")
         unknown = [s for s in self.strategies if s not in STRATEGIES]

@@ -1,17 +1,18 @@
 """Statistics derived from a run's events alone, so live panes, replays and sweeps agree.
 
 Terms: a *round* is one draft-and-verify cycle; *proposed* counts drafted tokens,
-*accepted* the drafted tokens the target kept. The textbook speculation model (Leviathan et
-al., 2023): with acceptance rate ``a`` and ``k`` drafts a round yields ``(1 - a^(k+1)) / (1 - a)``
-tokens on average and costs ``k * c + 1`` target passes, where ``c`` is the cost of
-one draft step relative to one verify pass.
+*accepted* the drafted tokens the target kept. The speedup a run's rounds predict is
+``engines.cost_model``'s: tokens per verify pass from the survival at each draft position,
+over what a round costs in plain decoding steps (``priced``); the measured speedup is
+``speedup``.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import Iterable
 
+from specdeck.engines.cost_model import CostModel
 from specdeck.engines.events import Done, Event, Prefill, Round
 
 
@@ -32,7 +33,9 @@ class Stats:
     mean_accepted: float | None
     #: Tokens added per round (accepted drafts plus the target's token).
     tokens_per_round: float | None
-    #: For draft position i: accepted at i / proposed at i.
+    #: For draft position i: accepted at i / proposed at i. Position i is accepted only
+    #: when every draft before it was, so this is the *survival* at i (the share of rounds
+    #: drafting that far whose first i drafts all lived), not the conditional rate.
     acceptance_by_position: list[float]
     prefill_seconds: float
     #: Time to first token: from the start of the run to the end of the first round.
@@ -45,27 +48,26 @@ class Stats:
     tokens_per_s: float | None
     #: One draft step's time over one verify pass's time.
     cost_ratio: float | None
-    #: Speedup over plain decoding that the measured acceptance and cost ratio predict.
+    #: Speedup over plain decoding that the survival by position and the measured costs
+    #: predict (``engines.cost_model``: E(k) / (k c_draft + c_verify(k + 1))).
     predicted_speedup: float | None
     peak_memory_bytes: int | None
     finish_reason: str | None
+    #: Mean seconds of one draft step, of one verify pass (drafting rounds), and of a
+    #: round that drafted nothing (a one-token pass: every round of plain decoding).
+    draft_step_seconds: float | None = None
+    verify_pass_seconds: float | None = None
+    single_pass_seconds: float | None = None
+    #: A draft step and a verify pass in plain decoding steps, and where the plain
+    #: step's time came from (``engines.cost_model.BASELINES``).
+    draft_step_cost: float | None = None
+    verify_pass_cost: float | None = None
+    cost_baseline: str | None = None
+    #: The textbook's prediction: the same tokens per pass, a verify pass as one plain step.
+    textbook_speedup: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
-
-
-def expected_tokens_per_round(acceptance: float, drafts: float) -> float:
-    """Mean tokens per verify pass for i.i.d. acceptance ``a`` and ``k`` drafts."""
-    if drafts <= 0:
-        return 1.0
-    if acceptance >= 1.0:
-        return drafts + 1.0
-    return (1.0 - acceptance ** (drafts + 1.0)) / (1.0 - acceptance)
-
-
-def predicted_speedup(acceptance: float, drafts: float, cost_ratio: float) -> float:
-    """Speedup over plain decoding: tokens per round over the round's cost in target passes."""
-    return expected_tokens_per_round(acceptance, drafts) / (drafts * cost_ratio + 1.0)
 
 
 def median(values: list[float]) -> float:
@@ -89,6 +91,28 @@ def robust_cv(values: list[float]) -> float:
     return 1.4826 * median([abs(v - centre) for v in values]) / abs(centre)
 
 
+def spread(values: list[float]) -> float | None:
+    """How far apart repeated measurements are: (largest - smallest) / median; None
+    for fewer than two."""
+    if len(values) < 2:
+        return None
+    centre = median(values)
+    return (max(values) - min(values)) / centre if centre else None
+
+
+def speedup_noise(strategy: list[float], plain: list[float]) -> float | None:
+    """How much a measured speedup may be noise: the larger relative spread of plain's
+    timed runs and the strategy's own (None while neither was timed twice). A speedup
+    within ``1 ± noise`` cannot be told from plain decoding."""
+    spreads = [s for s in (spread(plain), spread(strategy)) if s is not None]
+    return max(spreads) if spreads else None
+
+
+def within_noise(speedup_: float | None, noise: float | None) -> bool:
+    """Whether a speedup is no farther from 1.00x than the noise."""
+    return speedup_ is not None and noise is not None and abs(speedup_ - 1.0) <= noise
+
+
 def _ratio(num: float, den: float) -> float | None:
     return num / den if den else None
 
@@ -98,6 +122,42 @@ def speedup(tokens_per_s: float | None, baseline_tokens_per_s: float | None) -> 
     if not baseline_tokens_per_s or not tokens_per_s:
         return None
     return tokens_per_s / baseline_tokens_per_s
+
+
+def plain_step_seconds(plain_tokens_per_s: float | None) -> float | None:
+    """The time of one plain decoding step (one token per step)."""
+    return 1.0 / plain_tokens_per_s if plain_tokens_per_s else None
+
+
+def cost_model(stats: Stats, plain_step: float | None = None) -> CostModel | None:
+    """``stats``' rounds priced in plain steps of ``plain_step`` seconds (the plain run of
+    the same comparison); without one, in the run's own one-token passes, else with a
+    verify pass as one step. None when nothing was drafted."""
+    if not stats.drafting_rounds or stats.draft_step_seconds is None or not (
+        stats.verify_pass_seconds
+    ):
+        return None
+    baseline = "plain"
+    if not plain_step:
+        plain_step, baseline = stats.single_pass_seconds, "one-token passes"
+    return CostModel.measured(
+        stats.acceptance_by_position, stats.proposed / stats.drafting_rounds,
+        stats.draft_step_seconds, stats.verify_pass_seconds, plain_step, baseline,
+        accepted=stats.mean_accepted, idle_share=1.0 - stats.drafting_rounds / stats.rounds,
+        idle_pass_seconds=stats.single_pass_seconds,
+    )
+
+
+def priced(stats: Stats, plain_step: float | None = None) -> Stats:
+    """``stats`` with its costs and predictions in plain steps of ``plain_step`` seconds
+    (``cost_model``): the one place a run's predicted speedup is computed."""
+    model = cost_model(stats, plain_step)
+    if model is None:
+        return replace(stats, draft_step_cost=None, verify_pass_cost=None, cost_baseline=None,
+                       predicted_speedup=None, textbook_speedup=None)
+    return replace(stats, draft_step_cost=model.draft_step, verify_pass_cost=model.verify_pass,
+                   cost_baseline=model.baseline, predicted_speedup=model.predicted(),
+                   textbook_speedup=model.textbook())
 
 
 class StatsAccumulator:
@@ -110,7 +170,7 @@ class StatsAccumulator:
 
     __slots__ = ("_prefill", "_done", "_rounds", "_drafting", "_proposed", "_accepted",
                  "_generated", "_tried", "_kept", "_first_t", "_last_t", "_draft_seconds",
-                 "_verify_seconds", "_drafting_verify_seconds")
+                 "_verify_seconds", "_drafting_verify_seconds", "_single_seconds")
 
     def __init__(self) -> None:
         self._prefill: Prefill | None = None
@@ -123,6 +183,8 @@ class StatsAccumulator:
         self._first_t: float | None = None
         self._last_t: float | None = None
         self._draft_seconds = self._verify_seconds = self._drafting_verify_seconds = 0.0
+        #: Seconds of the rounds that drafted nothing (one-token passes).
+        self._single_seconds = 0.0
 
     def add(self, event: Event) -> None:
         if isinstance(event, Round):
@@ -147,6 +209,7 @@ class StatsAccumulator:
         self._last_t = r.t
         drafted = len(r.drafted)
         if not drafted:
+            self._single_seconds += r.draft_seconds + r.verify_seconds
             return
         self._drafting += 1
         self._proposed += drafted
@@ -169,14 +232,10 @@ class StatsAccumulator:
         start = prefill.t if prefill else 0.0
         decode_seconds = (self._last_t - start) if self._last_t is not None else 0.0
         acceptance = _ratio(accepted, proposed)
-        cost_ratio = predicted = None
-        if drafting and self._verify_seconds > 0:
-            per_draft = self._draft_seconds / proposed
-            per_verify = self._drafting_verify_seconds / drafting
-            cost_ratio = per_draft / per_verify if per_verify > 0 else None
-            if cost_ratio is not None and acceptance is not None:
-                predicted = predicted_speedup(acceptance, proposed / drafting, cost_ratio)
-        return Stats(
+        per_draft = _ratio(self._draft_seconds, proposed)
+        per_verify = _ratio(self._drafting_verify_seconds, drafting)
+        cost_ratio = per_draft / per_verify if per_draft is not None and per_verify else None
+        stats = Stats(
             prompt_tokens=prefill.prompt_tokens if prefill else 0,
             generated_tokens=self._generated,
             rounds=self._rounds,
@@ -194,10 +253,14 @@ class StatsAccumulator:
             verify_seconds=self._verify_seconds,
             tokens_per_s=_ratio(self._generated, decode_seconds),
             cost_ratio=cost_ratio,
-            predicted_speedup=predicted,
+            predicted_speedup=None,
             peak_memory_bytes=done.peak_memory_bytes if done else None,
             finish_reason=done.reason if done else None,
+            draft_step_seconds=per_draft,
+            verify_pass_seconds=per_verify,
+            single_pass_seconds=_ratio(self._single_seconds, self._rounds - drafting),
         )
+        return priced(stats)
 
 
 def compute_stats(events: Iterable[Event]) -> Stats:

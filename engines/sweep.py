@@ -19,11 +19,12 @@ from specdeck.engines.compare import encode_prompt, load_models
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Trace
-from specdeck.engines.formatting import percent, times
+from specdeck.engines.formatting import times
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.requests import CellSpec, CompareRequest, SweepRequest
+from specdeck.engines.cost_model import CostModel
 from specdeck.engines.stats import (
-    Stats, compute_stats, expected_tokens_per_round, median, predicted_speedup, robust_cv, speedup,
+    Stats, compute_stats, median, plain_step_seconds, robust_cv, speedup,
 )
 from specdeck.engines.strategies import Models, run_strategy
 
@@ -50,17 +51,23 @@ class Cell:
     mean_accepted: float | None
     tokens_per_round: float | None
     acceptance_by_position: list[float]
+    #: Tokens per verify pass from the survival by position: 1 + s_1 + ... + s_k.
     expected_tokens_per_round: float | None
     cost_ratio: float | None
-    #: A verify pass (rewind and replay included) in plain decoding steps: the model
-    #: behind ``predicted_speedup`` takes it as 1.
+    #: A verify pass (rewind and replay included) in plain decoding steps: the textbook
+    #: takes it as 1.
     verify_cost_vs_plain: float | None
+    #: The speedup ``engines.cost_model`` predicts from the survival and measured costs.
     predicted_speedup: float | None
     peak_memory_bytes: int | None
     memory_over_plain_bytes: int | None
     #: Temperature 0: whether the output equals plain decoding. None at temperature > 0.
     correct: bool | None
     why: str
+    #: A draft step in plain decoding steps.
+    draft_cost_vs_plain: float | None = None
+    #: The textbook's prediction: the same tokens per pass, a verify pass as one plain step.
+    textbook_speedup: float | None = None
 
 
 def summarise_cell(
@@ -80,29 +87,20 @@ def summarise_cell(
     drafting_rounds = sum(s.drafting_rounds for s in runs)
     rounds = sum(s.rounds for s in runs)
     rate = accepted / proposed if proposed else None
-    per_round = proposed / drafting_rounds if drafting_rounds else None
     costs = [s.cost_ratio for s in runs if s.cost_ratio is not None]
     cost = median(costs) if costs else None
-    expected = predicted = None
-    if rate is not None:  # then per_round is known too
-        expected = expected_tokens_per_round(rate, per_round)
-        if cost is not None:
-            predicted = predicted_speedup(rate, per_round, cost)
     width = max((len(s.acceptance_by_position) for s in runs), default=0)
     by_position = [
         median([s.acceptance_by_position[i] for s in runs if len(s.acceptance_by_position) > i])
         for i in range(width)
     ]
+    model = _cost_model(runs, by_position, plain)
     peaks = [s.peak_memory_bytes for s in runs if s.peak_memory_bytes is not None]
     peak = max(peaks) if peaks else None
     if spec.strategy == "plain":
         over_plain_speed = 1.0 if med else None
     else:
         over_plain_speed = speedup(med, plain.median_tokens_per_s if plain else None)
-    verify_cost = None
-    if plain and plain.median_tokens_per_s and rounds:
-        per_verify = median([s.verify_seconds / s.rounds for s in runs if s.rounds])
-        verify_cost = per_verify * plain.median_tokens_per_s
     over_plain = None
     if plain and plain.peak_memory_bytes is not None and peak is not None:
         over_plain = peak - plain.peak_memory_bytes
@@ -115,33 +113,51 @@ def summarise_cell(
         mean_accepted=accepted / drafting_rounds if drafting_rounds else None,
         tokens_per_round=sum(s.generated_tokens for s in runs) / rounds if rounds else None,
         acceptance_by_position=by_position,
-        expected_tokens_per_round=expected, cost_ratio=cost,
-        verify_cost_vs_plain=verify_cost, predicted_speedup=predicted,
+        expected_tokens_per_round=model.expected_tokens() if model else None, cost_ratio=cost,
+        verify_cost_vs_plain=model.verify_pass if model and model.baseline == "plain" else None,
+        predicted_speedup=model.predicted() if model else None,
         peak_memory_bytes=peak, memory_over_plain_bytes=over_plain, correct=correct, why="",
+        draft_cost_vs_plain=model.draft_step if model and model.baseline == "plain" else None,
+        textbook_speedup=model.textbook() if model else None,
     )
-    cell.why = why_line(cell)
+    cell.why = why_line(cell, model)
     return cell
 
 
-def why_line(cell: Cell) -> str:
-    """The speculation model's account of a cell, next to what was measured."""
+def _cost_model(runs: list[Stats], survival: list[float], plain: Cell | None
+                ) -> CostModel | None:
+    """The cell's rounds priced in plain steps (``engines.cost_model``): the median draft
+    step and verify pass over its repetitions, against the median plain step of the same
+    prompt; None when nothing was drafted."""
+    drafting = [s for s in runs if s.drafting_rounds and s.verify_pass_seconds]
+    if not drafting:
+        return None
+    step = plain_step_seconds(plain.median_tokens_per_s) if plain else None
+    singles = [s.single_pass_seconds for s in drafting if s.single_pass_seconds]
+    single = median(singles) if singles else None
+    rounds = sum(s.drafting_rounds for s in drafting)
+    return CostModel.measured(
+        survival,
+        sum(s.proposed for s in drafting) / rounds,
+        median([s.draft_step_seconds for s in drafting]),
+        median([s.verify_pass_seconds for s in drafting]),
+        step or single,
+        "plain" if step else "one-token passes",
+        accepted=sum(s.accepted for s in drafting) / rounds,
+        idle_share=1.0 - rounds / sum(s.rounds for s in drafting),
+        idle_pass_seconds=single,
+    )
+
+
+def why_line(cell: Cell, model: CostModel | None) -> str:
+    """The cost model's account of a cell, next to what was measured."""
     if cell.correct is False:
         return "output differs from plain decoding: a correctness failure, not a speed"
     if cell.strategy == "plain":
         return "baseline"
-    if cell.acceptance_rate is None or cell.expected_tokens_per_round is None:
+    if cell.acceptance_rate is None or model is None:
         return "nothing was drafted"
-    parts = [
-        f"{percent(cell.acceptance_rate)} accepted -> {cell.expected_tokens_per_round:.2f} "
-        "tokens per verify pass"
-    ]
-    if cell.cost_ratio is not None:
-        parts.append(f"a draft step costs {cell.cost_ratio:.2f} of a verify pass")
-    if cell.verify_cost_vs_plain is not None:
-        parts.append(f"a verify pass costs {cell.verify_cost_vs_plain:.2f} plain steps")
-    if cell.predicted_speedup is not None and cell.speedup is not None:
-        parts.append(f"predicted {times(cell.predicted_speedup)}, measured {times(cell.speedup)}")
-    return "; ".join(parts)
+    return model.why(cell.speedup, cell.acceptance_rate)
 
 
 def recommendations(cells: list[Cell]) -> list[str]:

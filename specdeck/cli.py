@@ -22,7 +22,8 @@ from specdeck.engines.errors import GroupError, ModelError, SettingsError, UserE
 from specdeck.engines.formatting import percent, plural, rate, times
 from specdeck.engines.group_costs import PassCosts
 from specdeck.engines.requests import (
-    BACKENDS, RANK_VARIABLE, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec, launched,
+    BACKENDS, MAX_REPEATS, RANK_VARIABLE, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
+    launched,
 )
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
@@ -77,6 +78,10 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    default=field_default(CompareRequest, "warmup_tokens"),
                    help="tokens of the untimed warm-up run per strategy (0: none; "
                    "default %(default)s)")
+    p.add_argument("--repeats", type=int, default=field_default(CompareRequest, "repeats"),
+                   help=f"timed runs of each strategy, 1..{MAX_REPEATS}, taking turns; each "
+                   "keeps its median run and the spread says how much is noise (with 1, "
+                   "plain is timed again after the others; default %(default)s)")
     p.add_argument("--ignore-eos", action="store_true", help="always generate --max-tokens")
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory "
@@ -147,6 +152,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="save every run here (default: $SPECDECK_SESSIONS_DIR, "
                          "else sessions/)")
     compare.add_argument("--no-save", action="store_true", help="do not save the session")
+    compare.add_argument("--quiet", action="store_true",
+                         help="--headless: one line per strategy (no text, lossless check "
+                         "or why-line)")
+    compare.add_argument("--show-text", metavar="STRATEGY",
+                         help="--headless: print this strategy's text (default: the first's)")
     sweep_command.add_parser(sub)
     session_commands.add_parsers(sub)
     models_command.add_parser(sub)
@@ -210,12 +220,16 @@ def compare_request(args: argparse.Namespace) -> CompareRequest:
         settings=settings_from(args),
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
+        repeats=args.repeats,
         strict_memory=args.strict,
         force=args.force,
         group=group_from(args),
     )
     request.validate()
-    if getattr(args, "json", None) is not None and args.json.is_dir():
+    if args.show_text is not None and args.show_text not in request.strategies:
+        raise UserError(f"--show-text {args.show_text}: not one of the strategies run "
+                        f"({', '.join(request.strategies)})")
+    if args.json is not None and args.json.is_dir():
         raise UserError(f"--json {args.json} is a directory: name a file to write")
     return request
 
@@ -236,6 +250,8 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
         return EXIT_INTERRUPTED
     document = result_document(result)
     costs = PassCosts.from_dict((result.group or {}).get("pass_costs"))
+    if not args.quiet:
+        print_text(result.traces, args.show_text or next(iter(result.traces)))
     failed = False
     for name, entry in document["strategies"].items():
         stats, done = entry["stats"], entry["done"] or {}
@@ -248,8 +264,11 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
             + (f", {times(speed)} plain" if speed is not None and name != "plain" else "")
             + f", {done.get('reason', '?')}"
         )
+        if not args.quiet:
+            for line in explain_run(name, result):
+                print(f"        {visible(line, MESSAGE_CHARS)}")
         if costs is not None and name != "plain":
-            print(f"{'':>6}  {costs.line(result.request.settings.max_drafts(name))}")
+            print(f"        {costs.line(result.request.settings.max_drafts(name))}")
         if done.get("reason") == "error":
             failed = True
             error = visible(str(done.get("error")), MESSAGE_CHARS)
@@ -261,6 +280,63 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
     if not saved:
         return EXIT_NOT_SAVED
     return EXIT_RUN_FAILED if failed else 0
+
+
+def print_text(traces: dict, name: str) -> None:
+    """One strategy's generated text under a rule naming it (control characters shown)."""
+    from specdeck.visible import printable
+
+    trace = traces.get(name)
+    if trace is None:
+        return
+    print(visible(f"── {name}: {plural(len(trace.tokens), 'token')} " + "─" * 40, 80))
+    print(printable(trace.text).rstrip("\n"))
+    print("─" * 80)
+
+
+def explain_run(name: str, result) -> list[str]:
+    """What a reader wants under a strategy's figures (``engines.compare.CompareResult``):
+    how its timed runs spread, whether its output equals plain's at temperature 0, tokens
+    per pass and the cost model's why-line."""
+    from specdeck.diff import first_divergence, quoted
+    from specdeck.engines.stats import (
+        compute_stats, cost_model, plain_step_seconds, speedup, speedup_noise, spread,
+        within_noise,
+    )
+
+    traces, measured = result.traces, result.measured
+    trace, plain = traces[name], traces.get("plain")
+    stats = compute_stats(trace.events)
+    lines = []
+    runs = measured.get(name, [])
+    if len(runs) > 1:
+        how = ("timed again after the others" if name == "plain" and result.request.repeats == 1
+               else f"median of {len(runs)} runs")
+        lines.append(f"{how}: " + ", ".join(f"{v:.1f}" for v in runs)
+                     + f" tok/s ({percent(spread(runs))} apart)")
+    if name == "plain" or plain is None:
+        return lines
+    if result.request.settings.sampling.temperature == 0:
+        at = first_divergence(plain.tokens, trace.tokens)
+        if at is None:
+            lines.append(f"identical to plain ({plural(len(plain.tokens), 'token')})")
+        else:
+            def piece(t):
+                pieces = [p for r in t.rounds for p in r.pieces]
+                return quoted(pieces[at]) if at < len(pieces) else "the end"
+            lines.append(f"differs from plain at token {at}: {piece(plain)} vs {piece(trace)}")
+    plain_speed = compute_stats(plain.events).tokens_per_s
+    measured_speedup = speedup(stats.tokens_per_s, plain_speed)
+    noise = speedup_noise(runs, measured.get("plain", []))
+    if within_noise(measured_speedup, noise):
+        lines.append(f"{times(measured_speedup)} is within the noise (runs spread "
+                     f"{percent(noise)}): it cannot be told from plain")
+    if stats.tokens_per_round is not None and stats.proposed:
+        lines.append(f"{stats.tokens_per_round:.2f} tokens per target pass")
+    model = cost_model(stats, plain_step_seconds(plain_speed))
+    if model is not None:
+        lines.append("why: " + model.why(measured_speedup, stats.acceptance_rate))
+    return lines
 
 
 def write_results(document: dict, json_path: Path | None, save: bool,

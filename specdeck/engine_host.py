@@ -26,7 +26,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
@@ -82,12 +82,16 @@ class RunEnded:
     """The run finished, was cancelled, or failed with ``error`` (one line); ``saved`` is
     where its session was written, if it was; ``save_problem`` why that is not the
     sessions folder (a fallback place took it) or, without ``saved``, why it was not
-    saved at all."""
+    saved at all. ``measured``: the tok/s of every timed run of each strategy timed more
+    than once; ``kept``: with repeats, the events of each strategy's median run (the
+    panes streamed the first)."""
 
     run_id: int
     error: str | None = None
     saved: str | None = None
     save_problem: str | None = None
+    measured: dict[str, list[float]] = field(default_factory=dict)
+    kept: dict[str, list[Event]] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -145,6 +149,8 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
     batcher = EventBatcher(lambda batch: send(EventBatch(run_id, batch)))
     machine = describe_machine()  # before the run: nothing measured waits on it
     error = saved = save_problem = None
+    measured: dict[str, list[float]] = {}
+    kept: dict[str, list[Event]] = {}
     try:
         result = (compare or run_compare)(
             request, store, on_event=batcher.add,
@@ -155,6 +161,9 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
                 TargetLoaded(run_id, str(models.target.path), machine)),
             cancelled=cancelled, clock=clock,
         )
+        measured = {name: runs for name, runs in result.measured.items() if len(runs) > 1}
+        if request.repeats > 1:
+            kept = {name: trace.events for name, trace in result.traces.items()}
         if command.save and result.traces:
             saved, save_problem = save_where_possible(
                 result_document(result, machine), command.sessions_dir)
@@ -164,7 +173,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
     except Exception as exc:  # shown in the app, which stays usable
         error = f"{type(exc).__name__}: {exc}"
     batcher.flush()
-    send(RunEnded(run_id, error, saved, save_problem))
+    send(RunEnded(run_id, error, saved, save_problem, measured, kept))
 
 
 def save_where_possible(document: dict, sessions_dir: str | None) -> tuple[str | None,

@@ -16,7 +16,7 @@ from __future__ import annotations
 import gc
 import os
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -28,7 +28,7 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import EVENT_TYPES, Event, Trace
 from specdeck.engines.files import MAX_FILE_BYTES, TooLarge, UnreadableFile, read_regular
 from specdeck.engines.requests import SweepRequest
-from specdeck.engines.stats import Stats, compute_stats, speedup
+from specdeck.engines.stats import Stats, compute_stats, plain_step_seconds, priced, speedup
 from specdeck.session_check import SessionError, check_trace
 
 #: The version of both documents (a session and a sweep); ``MIGRATIONS`` upgrades older ones.
@@ -51,10 +51,13 @@ def _with_speedup(stats: Stats, baseline_tokens_per_s: float | None) -> dict:
 
 
 def strategy_stats(traces: dict[str, Trace]) -> dict[str, dict]:
-    """Each strategy's statistics, with its speedup over ``plain`` when plain ran."""
+    """Each strategy's statistics, with its speedup over ``plain`` when plain ran, and
+    its costs and predictions in plain steps of that run."""
     stats = {name: compute_stats(trace.events) for name, trace in traces.items()}
     baseline = stats["plain"].tokens_per_s if "plain" in stats else None
-    return {name: _with_speedup(s, baseline) for name, s in stats.items()}
+    step = plain_step_seconds(baseline)
+    return {name: _with_speedup(priced(s, step) if step else s, baseline)
+            for name, s in stats.items()}
 
 
 def event_to_dict(event: Event) -> dict:
@@ -63,11 +66,12 @@ def event_to_dict(event: Event) -> dict:
     return {name: getattr(event, name) for name in _FIELD_NAMES[type(event)]}
 
 
-def trace_to_dict(trace: Trace, stats: dict) -> dict:
-    """One strategy's result: its tokens, text, every event, and its ``stats`` (as
-    ``strategy_stats`` gives them)."""
+def trace_to_dict(trace: Trace, stats: dict, measured: list[float] | None = None) -> dict:
+    """One strategy's result: its tokens, text, every event, its ``stats`` (as
+    ``strategy_stats`` gives them) and, for a measured comparison, the decode tokens/s of
+    each timed run (``measured_tokens_per_s``)."""
     prefill, done = trace.prefill, trace.done
-    return {
+    entry = {
         "tokens": trace.tokens,
         "text": trace.text,
         "prefill": event_to_dict(prefill) if prefill else None,
@@ -75,6 +79,26 @@ def trace_to_dict(trace: Trace, stats: dict) -> dict:
         "done": event_to_dict(done) if done else None,
         "stats": stats,
     }
+    if measured:
+        entry["measured_tokens_per_s"] = measured
+    return entry
+
+
+def measured_speeds(document: dict) -> dict[str, list[float]]:
+    """Each strategy's ``measured_tokens_per_s`` (absent in files of older versions);
+    SessionError when one is not a list of positive numbers."""
+    speeds = {}
+    for name, entry in document["strategies"].items():
+        values = entry.get("measured_tokens_per_s") if type(entry) is dict else None
+        if values is None:
+            continue
+        if type(values) is not list or not all(
+            type(v) in (int, float) and v > 0 for v in values
+        ):
+            raise SessionError(f"strategy {name!r}: measured_tokens_per_s must be a list "
+                               "of positive numbers")
+        speeds[name] = [float(v) for v in values]
+    return speeds
 
 
 def is_partial(requested: list[str], traces: dict[str, Trace]) -> bool:
@@ -103,6 +127,7 @@ def request_config(request: Any) -> dict:
         "mtp_model": model(request.mtp_model),
         "settings": request.settings.to_dict(),
         "warmup_tokens": request.warmup_tokens,
+        "repeats": request.repeats,
     }
 
 
@@ -137,11 +162,14 @@ def result_document(result: Any, machine: dict | None = None) -> dict:
         from specdeck.engines.machine import describe_machine
 
         machine = describe_machine()
-    return build_document(compare_config(result), machine, result.traces)
+    return build_document(compare_config(result), machine, result.traces, result.measured)
 
 
-def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dict:
-    """A whole comparison as a session document."""
+def build_document(config: dict, machine: dict, traces: dict[str, Trace],
+                   measured: dict[str, list[float]] | None = None) -> dict:
+    """A whole comparison as a session document (``measured``: the tokens/s of every
+    timed run of each strategy)."""
+    measured = measured or {}
     stats = strategy_stats(traces)
     return {
         "schema_version": SCHEMA_VERSION,
@@ -151,7 +179,8 @@ def build_document(config: dict, machine: dict, traces: dict[str, Trace]) -> dic
         "config": config,
         "machine": machine,
         "strategies": {
-            name: trace_to_dict(trace, stats[name]) for name, trace in traces.items()
+            name: trace_to_dict(trace, stats[name], measured.get(name))
+            for name, trace in traces.items()
         },
     }
 
@@ -187,6 +216,8 @@ class Session:
     traces: dict[str, Trace]
     #: The file it was loaded from (None for a document built in memory).
     path: Path | None = None
+    #: Decode tokens/s of every timed run, for strategies timed more than once.
+    measured: dict[str, list[float]] = field(default_factory=dict)
 
     @property
     def strategies(self) -> list[str]:
@@ -265,6 +296,7 @@ def session_from_document(document: Any, path: Path | None = None) -> Session:
                 name: check_trace(name, entry, f"strategy {name!r}")
                 for name, entry in document["strategies"].items()
             }
+        measured = measured_speeds(document)
     except SessionError as exc:
         raise SessionError(f"{source}: {exc}") from None
     return Session(
@@ -276,6 +308,7 @@ def session_from_document(document: Any, path: Path | None = None) -> Session:
         machine=document["machine"],
         traces=traces,
         path=path,
+        measured=measured,
     )
 
 

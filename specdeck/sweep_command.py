@@ -107,7 +107,7 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
     from rich.table import Table
 
     from specdeck.literal import literal
-    from specdeck.sweep_file import COLUMNS, cell_row
+    from specdeck.sweep_file import COLUMNS, cell_row, why_lines
 
     table = Table(title="specdeck sweep", show_lines=False)
     for column in COLUMNS:
@@ -120,9 +120,8 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
     console.print(table)
     for line in recommendations:
         print(visible(line))
-    for cell in cells:
-        if cell["strategy"] != "plain":
-            print(visible(f"  {cell['prompt']} {cell['label']}: {cell['why']}"))
+    for line in why_lines(cells):
+        print(visible(f"  {line}"))
 
 
 class SweepInterrupts:

@@ -127,6 +127,13 @@ def cell_row(cell: dict) -> list[str]:
     ]
 
 
+def why_lines(cells: list[dict]) -> list[str]:
+    """Each speculative cell's why-line (the cost model's account of its speed), named by
+    prompt and setting."""
+    return [f"{cell['prompt']} {cell['label']}: {cell['why']}" for cell in cells
+            if cell["strategy"] != "plain"]
+
+
 #: What a sweep diff puts side by side for each cell.
 DIFFED = ("median_tokens_per_s", "speedup", "acceptance_rate", "cv", "correct")
 

@@ -20,6 +20,8 @@ _PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0xD800, 0
 
 _ONE_LINE = {**_PRINTABLE, ord("\n"): "↵"}
 _ONE_FOR_ONE = {**_PRINTABLE, ord("\t"): "\t"}
+#: Whitespace as marks: a token that is a space, a newline or an indent reads as one.
+_MARKED = {**_PRINTABLE, ord(" "): "␣", ord("\n"): "⏎", ord("\t"): "→"}
 
 #: Characters of a one-line message (an error, a progress line): a message may quote a
 #: hostile or enormous file, and must still read as one line.
@@ -44,3 +46,10 @@ def pictured(text: str) -> str:
     """``text`` with control characters shown one for one (newlines and tabs kept): the
     same length, for fields a person edits, whose cursor counts characters."""
     return text.translate(_ONE_FOR_ONE)
+
+
+def marked(text: str) -> str:
+    """``text`` as one line with its whitespace shown: space ``␣``, newline ``⏎``, tab
+    ``→`` (a token of three spaces reads ``␣␣␣``, not as nothing), control characters
+    as symbols."""
+    return text.translate(_MARKED)

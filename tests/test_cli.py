@@ -50,6 +50,78 @@ def test_compare_headless_writes_the_documented_json(tiny_family, tmp_path) -> N
     assert "draft" in result.stdout and "tok/s" in result.stdout
 
 
+def test_headless_compare_prints_text_the_lossless_check_and_why(tiny_family, capsys) -> None:
+    """What a reader wants: the first strategy's text, whether each output equals plain's
+    at temperature 0, tokens per pass, the noise plain's second timing shows, and the
+    cost model's why-line; --quiet keeps one line per strategy."""
+    args = ["compare", "--headless", "--no-save",
+            "--target", str(tiny_family["llama_target"]), "--draft", str(tiny_family["llama_draft"]),
+            "--strategies", "plain,draft", "-k", "3", "--max-tokens", "16", "--ignore-eos",
+            "--prompt", "def add(a, b):\n    return"]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    lines = out.splitlines()
+    assert lines[0].startswith("── plain: 16 tokens ")
+    plain_line = next(i for i, line in enumerate(lines) if line.startswith(" plain: 16 tokens"))
+    assert lines[plain_line + 1].strip().startswith("timed again after the others: ")
+    assert "identical to plain (16 tokens)" in out
+    assert "tokens per target pass" in out
+    why = next(line for line in lines if line.strip().startswith("why: "))
+    assert "tokens per verify pass" in why and "predicted" in why and "measured" in why
+    assert "plain step" in why
+
+    assert main([*args, "--quiet"]) == 0
+    quiet = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0].strip() for line in quiet] == ["plain", "draft"]
+
+    assert main([*args, "--show-text", "draft", "--strategies", "plain,draft"]) == 0
+    assert capsys.readouterr().out.startswith("── draft: 16 tokens ")
+    assert main([*args, "--show-text", "mtp"]) == 2
+    assert "--show-text mtp: not one of the strategies run" in capsys.readouterr().err
+
+
+def test_headless_compare_names_the_first_divergence(tiny_family, monkeypatch, capsys) -> None:
+    """A draft whose output parts from plain's is named at the token where it does."""
+    from specdeck.engines import compare
+    from specdeck.engines.events import Round
+
+    real = compare.run_strategy
+
+    def corrupt(name, *a, **kw):
+        for event in real(name, *a, **kw):
+            if name == "draft" and isinstance(event, Round) and event.index == 2:
+                event.tokens = [t + 1 for t in event.tokens]
+                event.pieces = ["XX" for _ in event.pieces]
+            yield event
+
+    monkeypatch.setattr(compare, "run_strategy", corrupt)
+    code = main(["compare", "--headless", "--no-save", "--target", str(tiny_family["llama_target"]),
+                 "--draft", str(tiny_family["llama_draft"]), "--strategies", "plain,draft",
+                 "--max-tokens", "16", "--ignore-eos", "--warmup-tokens", "0",
+                 "--prompt", "def add(a, b):\n    return"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "differs from plain at token " in out and "vs 'XX'" in out
+
+
+def test_repeats_keep_the_median_run_and_record_every_timing(tiny_family, tmp_path) -> None:
+    out = tmp_path / "out.json"
+    assert main(["compare", "--headless", "--no-save", "--json", str(out), "--quiet",
+                 "--target", str(tiny_family["llama_target"]), "--draft", str(tiny_family["llama_draft"]),
+                 "--strategies", "plain,draft", "--max-tokens", "12", "--repeats", "3",
+                 "--prompt", "def add(a, b):\n    return"]) == 0
+    doc = orjson.loads(out.read_bytes())
+    assert doc["config"]["repeats"] == 3
+    for entry in doc["strategies"].values():
+        speeds = entry["measured_tokens_per_s"]
+        assert len(speeds) == 3
+        assert entry["stats"]["tokens_per_s"] == pytest.approx(sorted(speeds)[1])
+    from specdeck.session import session_from_document
+
+    assert session_from_document(doc).measured["draft"] == doc["strategies"]["draft"][
+        "measured_tokens_per_s"]
+
+
 def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
     assert result.returncode == 2
     assert "Traceback" not in result.stderr
@@ -126,6 +198,7 @@ def test_option_defaults_are_the_dataclasses_defaults() -> None:
     compare = parser.parse_args(["compare", "--prompt", "p"])
     assert settings_from(compare) == DecodeSettings()
     assert compare.warmup_tokens == CompareRequest("t", ["plain"], "p").warmup_tokens
+    assert compare.repeats == CompareRequest("t", ["plain"], "p").repeats == 1
     sweep = parser.parse_args(["sweep"])
     defaults = SweepRequest(target="t", prompts=[])
     assert (sweep.num_draft_tokens, sweep.depth, sweep.ngram, sweep.temp) == (

@@ -9,7 +9,6 @@ whatever its strategies are called.
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 from pathlib import Path
@@ -17,7 +16,6 @@ from pathlib import Path
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rich.console import Console
 from textual.widgets import DataTable, Input
 
 from hostile import (
@@ -28,14 +26,17 @@ from specdeck.cli import main
 from specdeck.session import save_document, session_from_document
 from specdeck.sweep_file import sweep_from_document
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
+from specdeck.tui.glossary_screen import GlossaryScreen
 from specdeck.tui.help_screen import HelpScreen
+from specdeck.tui.jump_screen import JumpScreen
 from specdeck.tui.model_picker import ModelPicker
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.sweep_view import SweepApp
 from specdeck.visible import printable, visible
-from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.pilot import run_async, screen_text, settle
 
 #: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8).
 FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode())
@@ -156,14 +157,6 @@ def test_models_lists_hostile_names_literally(tmp_path, capsys) -> None:
 # --- the app --------------------------------------------------------------------------------
 
 
-def screen_text(app) -> str:
-    """What the screen shows, as text (what the terminal would be sent, styles left out)."""
-    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(),
-                      record=True, force_terminal=False, legacy_windows=False)
-    console.print(app.screen._compositor.render_update(full=True))
-    return console.export_text(styles=False)
-
-
 def replay(text: str, names: list[str]) -> SpecdeckApp:
     session = session_from_document(hostile_document(text, names))
     return SpecdeckApp(traces=session.traces, settings=session.settings,
@@ -171,8 +164,9 @@ def replay(text: str, names: list[str]) -> SpecdeckApp:
 
 
 async def tour_the_playground(app: SpecdeckApp, pilot) -> None:
-    """Every screen of a replay: panes raced to the end, the inspector round by round,
-    the help, the diff of the panes; each checked for what reaches the terminal."""
+    """Every screen of a replay: panes raced to the end, the inspector round by round
+    (forward, back, a jump), the cost view of each pane, the help, the glossary, the diff
+    of the panes; each checked for what reaches the terminal."""
     app.seek_race(1e9)
     await pilot.pause()
     assert_inert(screen_text(app))
@@ -180,13 +174,30 @@ async def tour_the_playground(app: SpecdeckApp, pilot) -> None:
     for pane in app.panes:
         pane.focus()
         pane.reset(keep_events=True)
-        for _ in range(3):
-            await pilot.press("n")
+        for key in ("n", "n", "n", "b"):
+            await pilot.press(key)
             await pilot.pause()
             assert_inert(screen_text(app))
+        await pilot.press("j")
+        await pilot.pause()
+        if isinstance(app.screen, JumpScreen):  # a pane with rounds: jump to the first
+            assert_inert(screen_text(app))
+            app.screen.query_one(Input).value = "1"
+            await pilot.press("enter")
+            await pilot.pause()
+        assert_inert(screen_text(app))
+        await pilot.press("k")
+        await pilot.pause()
+        assert isinstance(app.screen, CostScreen)
+        assert_inert(screen_text(app))
+        await pilot.press("escape")
     await pilot.press("question_mark")
     await pilot.pause()
     assert isinstance(app.screen, HelpScreen)
+    await pilot.press("escape")
+    await pilot.press("w")
+    await pilot.pause()
+    assert isinstance(app.screen, GlossaryScreen)
     await pilot.press("escape")
     app.panes[-1].focus()
     await pilot.press("d")

@@ -79,6 +79,16 @@ def test_saved_documents_match_the_schema(case: str) -> None:
     VALIDATOR.validate(saved(document(traces, requested)))
 
 
+def test_the_schema_names_every_statistic() -> None:
+    """Each field of engines.stats.Stats (and the speedup beside them) is described."""
+    from dataclasses import fields
+
+    from specdeck.engines.stats import Stats
+
+    described = set(SCHEMA["$defs"]["stats"]["properties"])
+    assert {f.name for f in fields(Stats)} | {"speedup_vs_plain"} == described
+
+
 def test_the_schema_rejects_what_the_loader_rejects() -> None:
     doc = saved(document(sample_traces()))
     doc["strategies"]["draft"]["rounds"][0]["accepted"] = "two"

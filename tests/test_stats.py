@@ -9,7 +9,7 @@ import pytest
 from specdeck.engines.config import DecodeSettings, Sampling
 from specdeck.engines.events import Done, Prefill, Round
 from specdeck.engines.stats import (
-    StatsAccumulator, compute_stats, expected_tokens_per_round, predicted_speedup, speedup,
+    StatsAccumulator, compute_stats, plain_step_seconds, priced, speedup,
 )
 from specdeck.session import load_session
 
@@ -56,23 +56,37 @@ def test_times_and_throughput() -> None:
     assert s.peak_memory_bytes == 1234 and s.finish_reason == "length"
 
 
-def test_cost_ratio_and_predicted_speedup() -> None:
+def test_costs_and_predictions_from_hand_made_rounds() -> None:
+    """The cost model on the rounds of ``events()``, worked by hand: survival 2/3, 1/3,
+    1/2 -> E = 1 + 3/2; a draft step 0.16 / 8 = 0.02 s; a verify pass (drafting rounds)
+    0.44 / 3 s; its own one-token pass (round 3) 0.2 s; against a plain step of 0.1 s."""
     s = compute_stats(events())
-    per_draft = 0.16 / 8
-    per_verify = (0.14 + 0.14 + 0.16) / 3
+    per_draft, per_verify = 0.16 / 8, (0.14 + 0.14 + 0.16) / 3
     assert s.cost_ratio == pytest.approx(per_draft / per_verify)
-    k = 8 / 3
-    expected = (1 - 0.5 ** (k + 1)) / (1 - 0.5) / (k * s.cost_ratio + 1)
-    assert s.predicted_speedup == pytest.approx(expected)
-
-
-def test_expected_tokens_formula() -> None:
-    assert expected_tokens_per_round(0.0, 4) == 1.0
-    assert expected_tokens_per_round(1.0, 4) == 5.0
-    assert expected_tokens_per_round(0.5, 2) == pytest.approx(1.75)
-    # The field's cliff: more drafts than the acceptance supports cost more than they win.
-    assert predicted_speedup(0.6, 2, 0.2) > predicted_speedup(0.6, 16, 0.2)
-    assert predicted_speedup(0.6, 16, 0.2) < 1.0
+    assert (s.draft_step_seconds, s.verify_pass_seconds) == pytest.approx((per_draft, per_verify))
+    assert s.single_pass_seconds == pytest.approx(0.2)
+    k = 8 / 3  # drafts per drafting round
+    # Three drafting rounds bring 1 + 4/3 tokens each (the survival sums to 3/2: rounds
+    # drafted 3, 3 and 2), one round in four drafts nothing and brings one token.
+    tokens = 3 / 4 * (1 + 4 / 3) + 1 / 4
+    # Alone, the run prices its rounds in its own one-token passes (0.2 s).
+    assert s.cost_baseline == "one-token passes"
+    assert s.draft_step_cost == pytest.approx(0.1) and s.verify_pass_cost == pytest.approx(0.44 / 0.6)
+    assert s.predicted_speedup == pytest.approx(tokens / (3 / 4 * (k * 0.1 + 0.44 / 0.6) + 1 / 4))
+    assert s.textbook_speedup == pytest.approx(tokens / (3 / 4 * (k * 0.1 + 1) + 1 / 4))
+    # Against a plain run stepping every 0.1 s: a verify pass costs 1.47 plain steps, the
+    # round that drafted nothing 2.
+    against = priced(s, 0.1)
+    assert against.cost_baseline == "plain"
+    assert against.verify_pass_cost == pytest.approx(per_verify / 0.1)
+    assert against.predicted_speedup == pytest.approx(
+        tokens / (3 / 4 * (k * 0.2 + per_verify / 0.1) + 1 / 4 * 2))
+    assert against.textbook_speedup == pytest.approx(tokens / (3 / 4 * (k * 0.2 + 1) + 1 / 4))
+    assert against.predicted_speedup < against.textbook_speedup  # a pass costs > 1 step
+    # The speed measured: 8 tokens in 0.8 s against 10 a second; the prediction has the
+    # same rounds and costs, so it lands on it.
+    assert speedup(s.tokens_per_s, 10.0) == pytest.approx(against.predicted_speedup)
+    assert plain_step_seconds(10.0) == pytest.approx(0.1) and plain_step_seconds(None) is None
 
 
 def test_plain_and_empty_runs() -> None:
@@ -82,6 +96,7 @@ def test_plain_and_empty_runs() -> None:
     assert s.tokens_per_s == pytest.approx(1 / 0.2)
     empty = compute_stats([])
     assert empty.generated_tokens == 0 and empty.tokens_per_s is None and empty.ttft_seconds is None
+    assert s.predicted_speedup is None and s.cost_baseline is None  # nothing drafted
 
 
 # --- the accumulator against the definitions, at every prefix of real runs --------------
@@ -104,12 +119,27 @@ def defined_stats(events: list) -> dict:
     decode = rounds[-1].t - start if rounds else 0.0
     draft_s = sum(r.draft_seconds for r in rounds)
     verify_s = sum(r.verify_seconds for r in rounds)
-    cost = predicted = None
-    if drafting and verify_s > 0:
-        per_verify = sum(r.verify_seconds for r in drafting) / len(drafting)
-        cost = (draft_s / proposed) / per_verify if per_verify > 0 else None
-        if cost is not None:
-            predicted = predicted_speedup(accepted / proposed, proposed / len(drafting), cost)
+    singles = [r for r in rounds if not r.drafted]
+    per_draft = draft_s / proposed if proposed else None
+    per_verify = sum(r.verify_seconds for r in drafting) / len(drafting) if drafting else None
+    per_single = sum(r.seconds for r in singles) / len(singles) if singles else None
+    cost = per_draft / per_verify if per_draft is not None and per_verify else None
+    by_position = [
+        sum(r.accepted > i for r in drafting) / sum(len(r.drafted) > i for r in drafting)
+        for i in range(width)]
+    # The cost model by hand: a drafting round brings 1 + its accepted drafts, a round
+    # that drafted nothing one token; each costs its time in plain steps, the plain step
+    # being the run's own one-token pass, else the verify pass itself (the textbook's
+    # verify pass and one-token pass cost one step).
+    predicted = textbook = draft_cost = verify_cost = baseline = None
+    if per_draft is not None and per_verify:
+        step, baseline = (per_single, "one-token passes") if per_single else (per_verify, "none")
+        draft_cost, verify_cost = per_draft / step, per_verify / step
+        idle_cost = per_single / step if per_single else 1.0
+        k, f = proposed / len(drafting), len(singles) / len(rounds)
+        tokens = (1 - f) * (1 + accepted / len(drafting)) + f
+        predicted = tokens / ((1 - f) * (k * draft_cost + verify_cost) + f * idle_cost)
+        textbook = tokens / ((1 - f) * (k * draft_cost + 1) + f)
     return {
         "prompt_tokens": prefills[-1].prompt_tokens if prefills else 0,
         "generated_tokens": generated, "rounds": len(rounds),
@@ -117,9 +147,7 @@ def defined_stats(events: list) -> dict:
         "acceptance_rate": accepted / proposed if proposed else None,
         "mean_accepted": accepted / len(drafting) if drafting else None,
         "tokens_per_round": generated / len(rounds) if rounds else None,
-        "acceptance_by_position": [
-            sum(r.accepted > i for r in drafting) / sum(len(r.drafted) > i for r in drafting)
-            for i in range(width)],
+        "acceptance_by_position": by_position,
         "prefill_seconds": prefills[-1].seconds if prefills else 0.0,
         "ttft_seconds": rounds[0].t if rounds else None,
         "decode_seconds": decode, "draft_seconds": draft_s, "verify_seconds": verify_s,
@@ -127,6 +155,10 @@ def defined_stats(events: list) -> dict:
         "cost_ratio": cost, "predicted_speedup": predicted,
         "peak_memory_bytes": dones[-1].peak_memory_bytes if dones else None,
         "finish_reason": dones[-1].reason if dones else None,
+        "draft_step_seconds": per_draft, "verify_pass_seconds": per_verify,
+        "single_pass_seconds": per_single, "draft_step_cost": draft_cost,
+        "verify_pass_cost": verify_cost, "cost_baseline": baseline,
+        "textbook_speedup": textbook,
     }
 
 

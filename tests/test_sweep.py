@@ -68,12 +68,20 @@ def test_summarise_cell_by_hand() -> None:
     assert cell.speedup == pytest.approx(1.5)
     assert cell.cv == 0.0 and not cell.noisy
     assert cell.acceptance_by_position == pytest.approx([4 / 5, 3 / 5])
-    assert cell.expected_tokens_per_round == pytest.approx((1 - 0.7**3) / 0.3)
+    # survival 4/5 and 3/5: E = 1 + 1.4 tokens per verify pass
+    assert cell.expected_tokens_per_round == pytest.approx(2.4)
     assert cell.memory_over_plain_bytes == 500
-    # verify per round 0.8 / 5 - 0.02 = 0.14 s against a plain step of 0.1 s
+    # verify per round 0.8 / 5 - 0.02 = 0.14 s and a draft step 0.01 s, against a plain
+    # step of 0.1 s: a round costs 2 x 0.1 + 1.4 plain steps.
     assert cell.verify_cost_vs_plain == pytest.approx(1.4)
-    assert "70% accepted" in cell.why and "measured 1.50x" in cell.why
-    assert "a verify pass costs 1.40 plain steps" in cell.why
+    assert cell.draft_cost_vs_plain == pytest.approx(0.1)
+    assert cell.predicted_speedup == pytest.approx(2.4 / 1.6)
+    assert cell.textbook_speedup == pytest.approx(2.4 / 1.2)
+    assert "70% accepted" in cell.why and "predicted 1.50x, measured 1.50x" in cell.why
+    assert "2.40 tokens per verify pass" in cell.why
+    assert "a draft step costs 0.10 plain steps" in cell.why
+    assert ("the textbook's 2.00x takes a verify pass of 3 tokens as one plain step; "
+            "here it costs 1.40 plain steps") in cell.why
 
 
 def test_noisy_flag_and_recommendations() -> None:

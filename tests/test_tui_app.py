@@ -300,18 +300,29 @@ async def test_race_replays_in_sync_from_each_start(tiny_family):
         assert app.phase == "racing"
         assert all(p.shown == 0 and p.view.text() == "" for p in app.panes)
         schedule = Schedule.of(traces)
+        # The tiny models run for a fraction of a second: at 1x the race is slowed
+        # down so that it takes 8 s, every pane alike, and the status line says so.
+        stretch = app.playback.stretch
+        assert stretch == pytest.approx(8.0 / schedule.duration)
         half = schedule.duration / 2
-        now[0] = half
+        now[0] = half * stretch
         app.race_tick()
         due = schedule.due(half)
         assert {p.strategy: p.shown for p in app.panes} == due
         assert 0 < sum(due.values()) < sum(len(t.events) for t in traces.values())
+        assert f"shown {stretch:.3g}x slower than real time" in app.status_text
         await pilot.press("minus")  # 0.5x: the next wall second moves the race half as far
-        now[0] = half + schedule.duration  # 0.5 x duration more: the end
+        now[0] += schedule.duration * stretch  # 0.5 x duration more: the end
         app.race_tick()
         assert app.phase == "raced"
         assert all(p.complete for p in app.panes)
         assert app.pane("plain").view.text() == printable(traces["plain"].text)
+        # The finish line: each pane's place and time, the first to finish first.
+        ends = schedule.ends
+        first, second = sorted(ends, key=ends.get)
+        assert app.pane(first).status.startswith("1st · finished at ")
+        assert app.pane(second).status.startswith("2nd · finished at ")
+        assert app.status_text.startswith(f"race finished: 1st {first} ")
 
 
 @run_async

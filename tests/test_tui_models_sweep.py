@@ -308,6 +308,9 @@ async def test_the_sweep_view_shows_table_chart_and_recommendations(sweep_file):
         assert "1.00 ┤" in chart and BREAK_EVEN * 10 in chart
         recommendations = str(screen.query_one("#sweep-recommendations").render())
         assert "best draft k=1, 1.50x plain" in recommendations
+        why = str(screen.query_one("#sweep-why").render()).splitlines()
+        assert why == [f"{c['prompt']} {c['label']}: why {c['label']}" for c in sweep.cells
+                       if c["strategy"] != "plain"]
         await pilot.press("escape")
         await pilot.pause()
     assert app.return_code == 0

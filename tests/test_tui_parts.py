@@ -15,11 +15,13 @@ from specdeck.engines.events import Done, Prefill, Round, Trace
 from specdeck.engines.requests import CompareRequest
 from specdeck.prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_prompt
 from specdeck.batcher import EventBatcher
-from specdeck.playback import Playback, Schedule, next_speed
-from specdeck.tui.inspector import describe_rollback, explain_round
+from specdeck.engines.formatting import ordinal
+from specdeck.playback import Playback, Schedule, finish_places, next_speed, stretch_for
+from specdeck.tui.inspector import describe_rollback, explain_round, show_token, verdict
+from specdeck.tui.jump_screen import parse_round
 from specdeck.tui.stats_strip import RoundSeries
 from specdeck.tui.token_view import TokenView, round_tokens
-from specdeck.visible import printable
+from specdeck.visible import marked, printable
 from specdeck.testing.pilot import run_async
 from specdeck.testing.traces import demo_traces
 
@@ -78,6 +80,18 @@ def test_playback_speed_pause_and_seek():
         Playback(schedule, speed=0)
 
 
+def test_a_short_race_is_slowed_and_has_a_finish_line():
+    """Runs of half a second take 8 s at 1x (all alike); places by finish time."""
+    assert stretch_for(0.5) == 16.0 and stretch_for(20.0) == 1.0 and stretch_for(0.0) == 1.0
+    playback = Playback(Schedule.of(demo_traces()), stretch=16.0)
+    playback.advance(1.6)
+    assert playback.position == pytest.approx(0.1)  # 1.6 s of wall time: 0.1 s of the runs
+    assert finish_places({"a": 0.5, "b": 0.3, "c": 0.5, "d": 0.9}) == {
+        "a": 2, "b": 1, "c": 2, "d": 3}
+    assert [ordinal(n) for n in (1, 2, 3, 4, 11, 12, 13, 21, 22, 101)] == [
+        "1st", "2nd", "3rd", "4th", "11th", "12th", "13th", "21st", "22nd", "101st"]
+
+
 def test_batcher_sends_at_most_per_interval_and_at_once_on_done():
     now = [0.0]
     sent = []
@@ -114,8 +128,14 @@ def test_explain_round_greedy_and_sampled():
     rows = explain_round(greedy, {8: "c"}.get)
     assert [r.kind for r in rows] == ["accepted", "rejected", "unchecked", "correction"]
     assert [r.position for r in rows] == [1, 2, 3, 2]
+    assert rows[3].p == .7  # the correction's p, from the alternatives at its position
+    assert verdict("draft", greedy, 3, 10) == (
+        "draft · round 4 of 10 · 1 of 3 accepted → correction · 2 tokens this "
+        "pass\nrollback: trimmed 2 rejected positions from the caches")
     assert rows[1].alternatives == [("c", .7), ("#6", .1)]
     assert "top choice" in rows[0].reason and "replaces" in rows[3].reason
+    assert rows[1].reason == "greedy: not its top choice"
+    assert rows[2].reason == "not tested: after a rejection"
     assert describe_rollback(greedy) == "rollback: trimmed 2 rejected positions from the caches"
 
     sampled = replace(greedy, uniforms=[0.3, 0.5, 0.9], rollback="replay", replayed=1)
@@ -127,6 +147,17 @@ def test_explain_round_greedy_and_sampled():
     assert "replayed 1 accepted token" in describe_rollback(sampled)
     captured = describe_rollback(replace(greedy, rollback="captured"))
     assert "trimmed 2 rejected positions" in captured and "no replay" in captured
+
+
+def test_whitespace_tokens_are_marked_and_rounds_numbered_from_one():
+    assert show_token("\n    ") == "⏎␣␣␣␣" and show_token(" the") == "␣the"
+    assert show_token("") == "∅" and show_token("\t\x1b[2J") == "→␛[2J"
+    assert show_token("x" * 100).startswith("x" * 80 + "… (100 characters)")
+    assert marked("a b\n") == "a␣b⏎"
+    assert parse_round(" 12 ", 16) == 11
+    for bad, why in (("0", "rounds 1 to 16"), ("17", "rounds 1 to 16"), ("x", "whole number")):
+        with pytest.raises(ValueError, match=why):
+            parse_round(bad, 16)
 
 
 def test_settings_form_builds_a_validated_request(tmp_path):
@@ -147,6 +178,9 @@ def test_settings_form_builds_a_validated_request(tmp_path):
         apply_form(request, {**values, "top_p": "1.5"})
     with pytest.raises(SettingsError, match="at most four"):
         apply_form(request, {**values, "strategies": "plain,draft,mtp,ngram,plain"})
+    assert apply_form(request, {**values, "repeats": "3"}).repeats == 3
+    with pytest.raises(SettingsError, match="repeats must be between 1 and 20"):
+        apply_form(request, {**values, "repeats": "0"})
 
 
 def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys):
@@ -194,6 +228,27 @@ async def test_token_view_wraps_new_tokens_only_and_rewraps_on_toggle():
         assert view.lines() == ["def add b):", "abcdefghijkl", "mnopq"]
         assert view.text(kinds=("accepted",)) == " add"
         assert len(view.tokens) == 6  # hidden, not dropped
+
+
+@run_async
+async def test_token_view_knows_each_tokens_round_and_marks_one():
+    app = one_view_app(width=20, height=5)
+    async with app.run_test(size=(40, 10)) as pilot:
+        view = app.query_one(TokenView)
+        await pilot.pause()
+        view.append([("def", "accepted"), (" x\n  y", "rejected"), (" f", "correction")], 0)
+        view.append([("(a)", "bonus")], 1)
+        # A rejected draft's newline is shown, never followed: the line holds.
+        assert view.lines() == ["def x⏎  y f(a)"]
+        assert [view.round_at(x, 0) for x in (0, 3, 10, 11, 13, 14)] == [0, 0, 0, 1, 1, None]
+        assert view.round_at(0, 3) is None
+        view.select(1)
+        await pilot.pause()
+        styles = [seg.style for seg in view.render_line(0) if seg.text == "(a)"]
+        assert styles and styles[0].reverse
+        view.select(None)
+        await pilot.pause()
+        assert not [s for s in view.render_line(0) if s.text == "(a)"][0].style.reverse
 
 
 @run_async

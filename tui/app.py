@@ -34,6 +34,8 @@ from textual.widgets import Footer, Header
 from specdeck.engines.catalog import token_decoder
 from specdeck.engines.config import MAX_DRAFT_TOKENS, DecodeSettings
 from specdeck.engines.events import Done, Event, Trace
+from specdeck.engines.formatting import duration, ordinal, percent, plural
+from specdeck.engines.stats import cost_model, plain_step_seconds, speedup, spread
 from specdeck.engines.machine import blas_library
 from specdeck.engines.requests import CompareRequest
 from specdeck.diff import diff_sessions
@@ -42,13 +44,16 @@ from specdeck.engine_host import (
     TargetLoaded, ThreadHost,
 )
 from specdeck.group_host import GroupHost, group_size
-from specdeck.playback import Playback, Schedule, next_speed
+from specdeck.playback import Playback, Schedule, finish_places, next_speed, stretch_for
 from specdeck.session import SCHEMA_VERSION, Session
 from specdeck.session_store import default_sessions_dir
+from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.fixed_text import FixedText
+from specdeck.tui.glossary_screen import GlossaryScreen
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
+from specdeck.tui.jump_screen import JumpScreen
 from specdeck.tui.legend import Legend
 from specdeck.tui.messages import DecoderRead, FromEngine
 from specdeck.tui.pane import StrategyPane
@@ -169,8 +174,11 @@ class SpecdeckApp(LiteralNotify, App[None]):
         Binding("c,escape", "cancel", "Cancel", id="specdeck.cancel"),
         Binding("space", "pause", "Pause", key_display="space", id="specdeck.pause"),
         Binding("n", "step", "Step", id="specdeck.step"),
+        Binding("b", "back", "Back", id="specdeck.back"),
         Binding("x", "toggle_rejected", "Rejected", id="specdeck.toggle_rejected"),
         Binding("i", "inspector", "Inspect", id="specdeck.inspector"),
+        Binding("j", "jump", "Jump to round", show=False, id="specdeck.jump"),
+        Binding("k", "cost_view", "Why this k", id="specdeck.cost_view"),
         Binding("g", "race", "Race", id="specdeck.race"),
         Binding("minus", "slower", "Slower", key_display="-", id="specdeck.slower"),
         Binding("plus,equals_sign", "faster", "Faster", key_display="+", id="specdeck.faster"),
@@ -183,6 +191,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         # After help, so a narrow footer still shows ?; the help screen lists them all.
         Binding("o", "sessions", "Sessions", id="specdeck.sessions"),
         Binding("d", "diff_panes", "Diff panes", show=False, id="specdeck.diff_panes"),
+        Binding("w", "glossary", "Glossary", show=False, id="specdeck.glossary"),
         Binding("q", "quit", "Quit", id="specdeck.quit"),
     ]
 
@@ -207,6 +216,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         wall_clock: Callable[[], float] = time.monotonic,
         title: str | None = None,
         memory_estimates: dict[str, int] | None = None,
+        measured: dict[str, list[float]] | None = None,
         sessions_dir: "Path | None" = None,
         save_sessions: bool = True,
         in_process: bool = False,
@@ -244,7 +254,13 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.playback: Playback | None = None
         self._race_timer: Timer | None = None
         self._race_last = 0.0
+        #: Each pane's place in the race (by when its run ended).
+        self._places: dict[str, int] = {}
         self._stats_shown_at = 0.0
+        #: The tok/s of every timed run of strategies timed more than once.
+        self.measured: dict[str, list[float]] = dict(measured or {})
+        #: The pane the inspector follows: the last one focused.
+        self._inspected: str | None = None
         #: Decoders by target folder (read once, not on every restart; None while being
         #: read or unreadable), and the folder of the target the current run loaded.
         self._decoders: dict[str, Callable[[list[int]], str] | None] = {}
@@ -376,6 +392,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
             pane.status = "waiting"
             pane.memory_estimate = None
             pane.refresh_stats(None)
+        self.measured = {}
+        self._refresh_inspector()  # a new run: no round of the old one stays on show
         self.phase = Phase.LOADING
         self.status_text = "loading models…"
         self.runs_submitted = self.run_id
@@ -441,7 +459,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
     @on(DecoderRead)
     def _decoder_read(self, message: DecoderRead) -> None:
         self._decoders[message.path] = message.decode
-        self._refresh_inspector()
+        self._refresh_inspector(redraw=True)
 
     def _events(self, message: EventBatch) -> None:
         self.phase = Phase.RUNNING
@@ -502,9 +520,23 @@ class SpecdeckApp(LiteralNotify, App[None]):
                 if pane.status in ("waiting", "running"):
                     pane.status = "not run"
             return
+        self.measured = dict(message.measured)
+        for name, events in message.kept.items():  # each strategy's median repetition
+            if name in self._panes:
+                self.pane(name).replace_events(events)
         self.phase = Phase.MEASURED
-        self.status_text = (f"{lead}measured one after another, each warmed up · g: race them "
-                            f"in sync{f' · saved {saved}' if saved else ''}")
+        self._refresh_stats()
+        how = (f"each timed {plural(self.request.repeats, 'time')}, its median run kept"
+               if self.request.repeats > 1 else "each warmed up")
+        self.status_text = (f"{lead}measured one after another, {how} · g: race them in "
+                            f"sync{self._noise_note()}{f' · saved {saved}' if saved else ''}")
+
+    def _noise_note(self) -> str:
+        """How far plain's two timings were apart: the noise a speedup must beat."""
+        runs = self.measured.get("plain", [])
+        if len(runs) < 2 or self.request is None or self.request.repeats > 1:
+            return ""
+        return f" · plain timed twice, {percent(spread(runs))} apart: speedups within that are noise"
 
     def action_cancel(self) -> None:
         """Stop now: panes keep what they have; later events of the run are dropped."""
@@ -534,10 +566,14 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.start_race()
 
     def start_race(self) -> None:
-        """Replay every pane from its own t = 0 on one clock."""
+        """Replay every pane from its own t = 0 on one clock (slowed down, all alike, when
+        the slowest run is shorter than ``MIN_RACE_SECONDS``)."""
         self._stop_race()
         traces = {p.strategy: Trace(p.strategy, p.events) for p in self.panes}
-        self.playback = Playback(Schedule.of(traces), speed=self.speed, paused=self.paused)
+        schedule = Schedule.of(traces)
+        self.playback = Playback(schedule, speed=self.speed, paused=self.paused,
+                                 stretch=stretch_for(schedule.duration))
+        self._places = finish_places(schedule.ends)
         for pane in self.panes:
             pane.reset(keep_events=True)
             pane.status = "racing"
@@ -557,7 +593,11 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self._show_due(due, rewind=False)
         if self.playback.finished:
             self.phase = Phase.RACED
-            self.status_text = "race finished · r or g: race again · n: step, i: inspect"
+            ends = self.playback.schedule.ends
+            order = " · ".join(
+                f"{ordinal(self._places[name])} {visible(name, 40)} {duration(ends[name])}"
+                for name in sorted(ends, key=ends.get))
+            self.status_text = f"race finished: {order} · g: race again · b/n, i: inspect"
 
     def seek_race(self, position: float) -> None:
         """Jump the race to ``position`` seconds (snapshots and tests use this)."""
@@ -565,16 +605,33 @@ class SpecdeckApp(LiteralNotify, App[None]):
             self._show_due(self.playback.seek(position), rewind=True)
 
     def _show_due(self, due: dict[str, int], rewind: bool) -> None:
+        playback = self.playback
         for pane in self.panes:
             count = due.get(pane.strategy, 0)
             if rewind or count > pane.shown:  # steps taken while paused are kept
                 pane.show_until(count)
+            self._finish_line(pane)
         self._refresh_stats()
-        playback = self.playback
+        slowed = (f" · shown {playback.stretch:.3g}x slower than real time"
+                  if playback.stretch > 1 else "")
         self.status_text = (
             f"race: each strategy from its own t=0 · "
-            f"{playback.position:.2f} s of {playback.schedule.duration:.2f} s"
+            f"{playback.position:.2f} s of {playback.schedule.duration:.2f} s{slowed}"
         )
+
+    def _finish_line(self, pane: StrategyPane) -> None:
+        """A pane that reached its end in the race says when, and in which place."""
+        end = self.playback.schedule.ends.get(pane.strategy) if self.playback else None
+        if end is None:
+            return
+        if pane.complete:
+            place = self._places[pane.strategy]
+            reason = pane.status if pane.status not in ("racing", "length", "stop") else ""
+            if not pane.status.startswith(ordinal(place)):
+                pane.status = (f"{ordinal(place)} · finished at {duration(end)}"
+                               + (f" · {reason}" if reason else ""))
+        elif self.phase is Phase.RACING:
+            pane.status = "racing"
 
     def _stop_race(self) -> None:
         if self._race_timer is not None:
@@ -593,17 +650,79 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.paused = not self.paused
 
     def focused_pane(self) -> StrategyPane:
+        """The pane with focus, else the last one that had it (focus may be in the
+        inspector), else the first."""
         node = self.focused
         while node is not None and not isinstance(node, StrategyPane):
             node = node.parent
-        return node if isinstance(node, StrategyPane) else self.panes[0]
+        if isinstance(node, StrategyPane):
+            return node
+        return self._panes.get(self._inspected or "") or self.panes[0]
 
     def action_step(self) -> None:
-        """Show one more round in the focused pane (pausing first)."""
+        """The next round in the focused pane (pausing first): the one after the
+        selected round, else one more round shown."""
         self.paused = True
         pane = self.focused_pane()
-        if not pane.step():
-            self.notify(f"{pane.strategy}: no more rounds received yet")
+        if pane.selected is not None and pane.selected < pane.rounds_shown - 1:
+            pane.selected += 1
+        elif pane.step():
+            pane.selected = None
+        else:
+            self.notify(self._no_next_round(pane))
+        self._refresh_stats()
+
+    def _no_next_round(self, pane: StrategyPane) -> str:
+        """Why ``n`` found no next round, in words that are true of the pane's state."""
+        name, total = visible(pane.strategy, 40), pane.rounds_shown
+        if pane.complete:
+            return (f"{name}: round {total} of {total} is its last · b: back · j: jump to "
+                    "a round · g: race again")
+        if self.phase.streaming:
+            return f"{name}: no more rounds received yet (the run goes on)"
+        if not pane.rounds:
+            return f"{name}: no rounds: the run made none"
+        return f"{name}: the run stopped after round {total} ({pane.status or 'no end recorded'})"
+
+    def action_back(self) -> None:
+        """The round before the one inspected in the focused pane (pausing first); the
+        text after it stays, the round is marked."""
+        self.paused = True
+        pane = self.focused_pane()
+        current = pane.current_number()
+        if current is None or current == 0:
+            self.notify(f"{visible(pane.strategy, 40)}: "
+                        + ("no round shown yet · n: step" if current is None
+                           else "round 1 is the first"))
+            return
+        pane.selected = current - 1
+        self._show_inspector()
+
+    def action_jump(self) -> None:
+        """Ask for a round of the focused pane and inspect it (shown first if need be)."""
+        pane = self.focused_pane()
+        if not pane.rounds:
+            self.notify(f"{visible(pane.strategy, 40)}: no rounds yet")
+            return
+
+        def jump(number: int | None) -> None:
+            if number is not None and pane.is_attached and number < len(pane.rounds):
+                self.paused = True
+                pane.show_round(number)
+                self._show_inspector()
+
+        self.push_screen(JumpScreen(pane.strategy, len(pane.rounds), pane.current_number()),
+                         jump)
+
+    @on(StrategyPane.RoundPicked)
+    def _round_picked(self, message: StrategyPane.RoundPicked) -> None:
+        """A token was clicked: inspect the round it came from."""
+        message.pane.focus()
+        message.pane.show_round(message.number)
+        self._show_inspector()
+
+    def _show_inspector(self) -> None:
+        self.query_one(RoundInspector).remove_class("-hidden")
         self._refresh_stats()
 
     def action_inspector(self) -> None:
@@ -611,13 +730,37 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self._refresh_inspector()
 
     def on_descendant_focus(self) -> None:
+        node = self.focused
+        while node is not None and not isinstance(node, StrategyPane):
+            node = node.parent
+        if isinstance(node, StrategyPane):
+            self._inspected = node.strategy
         self._refresh_inspector()
 
-    def _refresh_inspector(self) -> None:
+    def _refresh_inspector(self, redraw: bool = False) -> None:
+        """The inspector on the focused pane's round, and that round marked in its pane
+        (nothing marked while the inspector is closed)."""
         inspector = self.query_one(RoundInspector)
-        if not inspector.has_class("-hidden") and self.panes:
-            pane = self.focused_pane()
-            inspector.show_round(pane.strategy, pane.current_round(), self.token_text)
+        open_ = not inspector.has_class("-hidden") and bool(self.panes)
+        pane = self.focused_pane() if self.panes else None
+        for other in self.panes:
+            other.view.select(other.current_number() if open_ and other is pane else None)
+        if open_:
+            inspector.show_round(pane.strategy, pane.current_round(), self.token_text,
+                                 pane.current_number() or 0, len(pane.rounds), redraw=redraw)
+
+    def action_cost_view(self) -> None:
+        """Why this k: the focused pane's rounds priced per draft position."""
+        pane = self.focused_pane()
+        stats = pane.stats
+        plain = self._panes.get("plain")
+        baseline = plain.stats.tokens_per_s if plain is not None and plain is not pane else None
+        self.push_screen(CostScreen(
+            f"{pane.strategy} {pane.detail}".strip(), cost_model(stats, plain_step_seconds(baseline)),
+            speedup(stats.tokens_per_s, baseline), pane.rounds_shown))
+
+    def action_glossary(self) -> None:
+        self.push_screen(GlossaryScreen())
 
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
@@ -625,8 +768,11 @@ class SpecdeckApp(LiteralNotify, App[None]):
     def _refresh_stats(self) -> None:
         baseline = None
         panes = sorted(self.panes, key=lambda p: p.strategy != "plain")  # plain first
+        plain_runs = self.measured.get("plain", [])
+        repeats = self.request.repeats if self.request is not None else 1
         for pane in panes:
-            stats = pane.refresh_stats(baseline)
+            pane.runs = self.measured.get(pane.strategy, [])
+            stats = pane.refresh_stats(baseline, plain_runs, repeats)
             if pane.strategy == "plain":
                 baseline = stats.tokens_per_s
         self._refresh_inspector()
@@ -684,6 +830,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self._drop_run()
         self.source = ReplaySource(session.traces, session.settings)
         self.memory_estimates = dict(session.memory_estimates)
+        self.measured = dict(session.measured)
         self.sub_title = visible(session.replay_title)
         await self._remount_panes()
         self.panes[0].focus()  # the screen would keep focus on a removed pane
@@ -722,18 +869,20 @@ def run_app(
     settings: DecodeSettings | None = None,
     title: str | None = None,
     memory_estimates: dict[str, int] | None = None,
+    measured: dict[str, list[float]] | None = None,
     sessions_dir: "Path | None" = None,
     save_sessions: bool = True,
 ) -> list[str]:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
     ``settings`` (a session's ``Session.settings``) labels replayed panes (k=..., n=...);
-    ``memory_estimates`` (its ``Session.memory_estimates``) go beside the measured peaks.
+    ``memory_estimates`` (its ``Session.memory_estimates``) go beside the measured peaks,
+    ``measured`` (its ``Session.measured``) says how far repeated timings spread.
     Returns a line for each run whose session did not land in the sessions folder, to
     say again once the terminal is back.
     """
     app = SpecdeckApp(request, traces, settings=settings, title=title,
-                      memory_estimates=memory_estimates, sessions_dir=sessions_dir,
-                      save_sessions=save_sessions)
+                      memory_estimates=memory_estimates, measured=measured,
+                      sessions_dir=sessions_dir, save_sessions=save_sessions)
     app.run()
     return app.save_problems

@@ -3,18 +3,23 @@
 A pane keeps every event it received and shows a prefix of them. Live, the prefix follows
 the stream; paused, it stays put and steps one round at a time; in a race, the playback
 schedule moves it. The text, the statistics and the inspector all read the same prefix.
+Within it one round may be *selected* (stepped back to, jumped to, or clicked): the
+inspector explains that round instead of the last one shown.
 """
 
 from __future__ import annotations
 
 import re
 
+from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical
+from textual.message import Message
 
 from specdeck.engines.events import Done, Event, Round
 from specdeck.engines.stats import Stats
 from specdeck.literal import literal
+from specdeck.tui.cost_strip import CostStrip
 from specdeck.tui.stats_strip import StatsStrip
 from specdeck.tui.token_view import TokenView, round_tokens
 
@@ -36,20 +41,37 @@ def pane_id(strategy: str) -> str:
 class StrategyPane(Vertical, can_focus=True):
     """Text and statistics of one strategy; focus a pane to step or inspect it."""
 
+    class RoundPicked(Message):
+        """A token of round ``number`` (from 0) was clicked in ``pane``."""
+
+        def __init__(self, pane: "StrategyPane", number: int) -> None:
+            super().__init__()
+            self.pane = pane
+            self.number = number
+
     def __init__(self, strategy: str, detail: str = "") -> None:
         super().__init__(id=pane_id(strategy), classes="pane")
         self.strategy = strategy
         self.events: list[Event] = []
+        #: The rounds among ``events``, in order (round n is ``rounds[n]``).
+        self.rounds: list[Round] = []
         self.shown = 0
+        #: Rounds among the events shown.
+        self.rounds_shown = 0
+        #: The round the inspector explains, when not the last one shown.
+        self.selected: int | None = None
         self.detail = detail
         self._status = ""
         self.status = "waiting"
         #: Estimated peak bytes (``engines.memory``), shown next to the measured peak.
         self.memory_estimate: int | None = None
+        #: Decode tok/s of each timed run, when the strategy was timed more than once.
+        self.runs: list[float] = []
 
     def compose(self) -> ComposeResult:
         yield TokenView()
         yield StatsStrip(is_baseline=self.strategy == "plain")
+        yield CostStrip(is_baseline=self.strategy == "plain")
 
     @property
     def view(self) -> TokenView:
@@ -94,12 +116,21 @@ class StrategyPane(Vertical, can_focus=True):
     def receive(self, events: list[Event]) -> None:
         """Keep new events of the run; showing them is the caller's choice."""
         self.events.extend(events)
+        self.rounds.extend(e for e in events if isinstance(e, Round))
+
+    def replace_events(self, events: list[Event]) -> None:
+        """Hold another run of the strategy instead (its median repetition), shown whole."""
+        self.reset(keep_events=False)
+        self.receive(events)
+        self.show_until(len(self.events))
 
     def reset(self, *, keep_events: bool) -> None:
         """Show nothing again; drop the events too unless they are to be replayed."""
         if not keep_events:
             self.events = []
-        self.shown = 0
+            self.rounds = []
+        self.shown = self.rounds_shown = 0
+        self.selected = None
         self.view.clear()
         self.strip.clear()
 
@@ -115,7 +146,8 @@ class StrategyPane(Vertical, can_focus=True):
         self.strip.add(new)
         for event in new:
             if isinstance(event, Round):
-                view.append(round_tokens(event))
+                view.append(round_tokens(event), self.rounds_shown)
+                self.rounds_shown += 1
             elif isinstance(event, Done):
                 if event.tail:
                     view.append([(event.tail, "target")])
@@ -134,12 +166,36 @@ class StrategyPane(Vertical, can_focus=True):
             count += 1
         return self.show_until(count)
 
-    def current_round(self) -> Round | None:
-        """The last round shown: what the inspector explains."""
-        return next(
-            (e for e in reversed(self.events[: self.shown]) if isinstance(e, Round)), None
-        )
+    def current_number(self) -> int | None:
+        """The number (from 0) of the round the inspector explains: the selected one, else
+        the last one shown; None while no round is shown."""
+        if self.selected is not None and self.selected < self.rounds_shown:
+            return self.selected
+        return self.rounds_shown - 1 if self.rounds_shown else None
 
-    def refresh_stats(self, baseline_tokens_per_s: float | None) -> Stats:
-        """Draw the statistics of the events shown (``baseline``: plain's tokens/s)."""
-        return self.strip.show(baseline_tokens_per_s, self.memory_estimate)
+    def current_round(self) -> Round | None:
+        """The round the inspector explains."""
+        number = self.current_number()
+        return None if number is None else self.rounds[number]
+
+    def show_round(self, number: int) -> None:
+        """Select round ``number`` (from 0), showing the events up to it first when it is
+        not shown yet."""
+        if number >= self.rounds_shown:
+            target = self.rounds[number]
+            self.show_until(next(i for i, e in enumerate(self.events) if e is target) + 1)
+        self.selected = number
+
+    @on(TokenView.Picked)
+    def _picked(self, message: TokenView.Picked) -> None:
+        message.stop()
+        self.post_message(self.RoundPicked(self, message.round))
+
+    def refresh_stats(self, baseline_tokens_per_s: float | None,
+                      plain_runs: list[float] = (), repeats: int = 1) -> Stats:
+        """Draw the statistics of the events shown and what their rounds cost
+        (``baseline``: plain's tokens/s; ``plain_runs``: its timed runs' tok/s)."""
+        stats = self.strip.show(baseline_tokens_per_s, self.memory_estimate)
+        self.query_one(CostStrip).show(stats, baseline_tokens_per_s, self.runs,
+                                       list(plain_runs), repeats)
+        return stats

@@ -32,6 +32,7 @@ NUMBERS = (
     ("top_p", "top-p", float),
     ("max_tokens", "max tokens", int),
     ("seed", "seed", int),
+    ("repeats", "repeats (median of)", int),
 )
 
 
@@ -85,6 +86,7 @@ def form_values(request: CompareRequest) -> dict[str, str]:
         "top_p": str(s.sampling.top_p),
         "max_tokens": str(s.max_tokens),
         "seed": str(s.sampling.seed),
+        "repeats": str(request.repeats),
         "mtp_model": request.mtp_model or "",
         **group_values(request.group),
     }
@@ -121,6 +123,7 @@ def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareReques
         prompt=values["prompt"],
         settings=settings,
         group=group_from_form(values),
+        repeats=numbers["repeats"],
     )
     if not changes["target"]:
         raise SettingsError("the target model is empty")

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widget import Widget
 
-from specdeck.chart import COLOURS, Axes, series_of
+from specdeck.chart import COLOURS, Axes
 from specdeck.visible import visible
 
 #: One marker per series (cycled), drawn on each measured point.
@@ -98,13 +98,15 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
 
 
 class SpeedupChart(Widget):
-    """The chart of a sweep's cells, sized to the widget (the legend below it)."""
+    """A chart of speedup series (a sweep's cells: ``specdeck.chart.series_of``), sized
+    to the widget (the legend below it)."""
 
     DEFAULT_CSS = "SpeedupChart { height: auto; }"
 
-    def __init__(self, cells: list[dict], *, plot_height: int = 14, **kwargs) -> None:
+    def __init__(self, series: dict[str, list[tuple[int, float]]], *, plot_height: int = 14,
+                 **kwargs) -> None:
         super().__init__(**kwargs)
-        self.series = series_of(cells)
+        self.series = series
         self.plot_height = plot_height
 
     def chart(self, width: int) -> TextChart:

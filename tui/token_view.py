@@ -4,6 +4,8 @@ A Line-API widget: it wraps each new token onto the open last line and keeps the
 lines, so appending costs the same at token 5 and at token 5,000 (``Static`` and
 ``TextArea`` re-render everything on each change). Token kinds are component classes
 (``token--accepted`` ...), so the stylesheet and themes decide how each kind looks.
+Each token remembers the round it came from: a click names that round (``Picked``), and
+the round the inspector shows is marked (``select``).
 """
 
 from __future__ import annotations
@@ -13,7 +15,9 @@ from typing import Iterable
 from rich.cells import cell_len, get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
+from textual import events
 from textual.geometry import Size
+from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
@@ -23,6 +27,8 @@ from specdeck.visible import printable
 
 #: Token kinds, in legend order. ``target``: plain decoding's own token.
 KINDS = ("target", "accepted", "rejected", "correction", "bonus")
+#: The round of a token appended without one (the text a run's end still held).
+NO_ROUND = -1
 
 
 def round_tokens(event: Round) -> list[tuple[str, str]]:
@@ -38,18 +44,33 @@ def round_tokens(event: Round) -> list[tuple[str, str]]:
 class TokenView(ScrollView, can_focus=False):
     """Streaming, wrapped, token-coloured text; rejected drafts can be hidden."""
 
-    COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS}
+    COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS} | {"token--selected"}
+
+    class Picked(Message):
+        """A token was clicked: ``round`` is the round it came from (its number among
+        the rounds appended, from 0)."""
+
+        def __init__(self, view: "TokenView", round: int) -> None:
+            super().__init__()
+            self.view = view
+            self.round = round
 
     DEFAULT_CSS = """
     TokenView { height: 1fr; overflow-x: hidden; scrollbar-gutter: stable; }
+    /* The round the inspector explains: reversed, on top of each token's own style. */
+    TokenView > .token--selected { text-style: reverse; }
     """
 
     def __init__(self, *, name: str | None = None, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
         self._tokens: list[tuple[str, str]] = []
-        #: Wrapped lines, each a list of (text, kind) runs.
-        self._lines: list[list[tuple[str, str]]] = [[]]
+        #: The round each token came from (``NO_ROUND`` for none).
+        self._owners: list[int] = []
+        #: Wrapped lines, each a list of (text, kind, round) runs.
+        self._lines: list[list[tuple[str, str, int]]] = [[]]
+        #: The round whose tokens are marked (the one the inspector shows), if any.
+        self._selected: int | None = None
         self._last_width = 0  # cells used on the open last line
         self._wrap_width = 0
         self._show_rejected = True
@@ -89,51 +110,89 @@ class TokenView(ScrollView, can_focus=False):
 
     def lines(self) -> list[str]:
         """The wrapped lines as plain text."""
-        return ["".join(text for text, _ in line) for line in self._lines]
+        return ["".join(text for text, _, _ in line) for line in self._lines]
 
-    def append(self, tokens: Iterable[tuple[str, str]]) -> None:
-        """Add (text, kind) pieces at the end; only the affected lines are re-rendered."""
+    def append(self, tokens: Iterable[tuple[str, str]], round: int = NO_ROUND) -> None:
+        """Add (text, kind) pieces at the end, all from ``round``; only the affected lines
+        are re-rendered. A rejected draft's newline shows as ``⏎``: text that was never
+        kept does not break the line."""
         first_changed = len(self._lines) - 1
         for text, kind in tokens:
             text = printable(text)
+            if kind == "rejected":
+                text = text.replace("\n", "⏎")
             self._tokens.append((text, kind))
+            self._owners.append(round)
             if self._show_rejected or kind != "rejected":
-                self._place(text, kind)
+                self._place(text, kind, round)
         self._changed_from(first_changed)
 
     def clear(self) -> None:
         self._tokens.clear()
+        self._owners.clear()
+        self._selected = None
         self._rewrap()
+
+    # -- rounds: which one a cell shows, which one is marked ----------------------------
+
+    @property
+    def selected(self) -> int | None:
+        return self._selected
+
+    def select(self, round: int | None) -> None:
+        """Mark the tokens of ``round`` (None: none)."""
+        if round != self._selected:
+            self._selected = round
+            self._strips.clear()
+            self.refresh()
+
+    def round_at(self, x: int, y: int) -> int | None:
+        """The round of the token drawn at (``x``, ``y``) of the view, if any."""
+        scroll_x, scroll_y = self.scroll_offset
+        index = scroll_y + y
+        if not 0 <= index < len(self._lines):
+            return None
+        column = scroll_x + x
+        for text, _, owner in self._lines[index]:
+            column -= cell_len(text)
+            if column < 0:
+                return None if owner == NO_ROUND else owner
+        return None
+
+    def on_click(self, event: events.Click) -> None:
+        owner = self.round_at(event.x, event.y)
+        if owner is not None:
+            self.post_message(self.Picked(self, owner))
 
     # -- wrapping ----------------------------------------------------------------------
 
-    def _place(self, text: str, kind: str) -> None:
+    def _place(self, text: str, kind: str, owner: int) -> None:
         for i, part in enumerate(text.split("\n")):
             if i:
                 self._new_line()
             if part:
-                self._put(part, kind)
+                self._put(part, kind, owner)
 
     def _new_line(self) -> None:
         self._lines.append([])
         self._last_width = 0
 
-    def _put(self, part: str, kind: str) -> None:
+    def _put(self, part: str, kind: str, owner: int) -> None:
         width = self._wrap_width
         cells = len(part) if part.isascii() else cell_len(part)
         if width <= 0:  # not laid out yet: keep one long line, rewrapped on resize
-            self._lines[-1].append((part, kind))
+            self._lines[-1].append((part, kind, owner))
             self._last_width += cells
             return
         if self._last_width and self._last_width + cells > width:
             self._new_line()  # tokens are word-sized: wrap before one that does not fit
         if cells > width - self._last_width:
-            part, cells = self._cut(part, kind, width)
+            part, cells = self._cut(part, kind, owner, width)
         if part:
-            self._lines[-1].append((part, kind))
+            self._lines[-1].append((part, kind, owner))
             self._last_width += cells
 
-    def _cut(self, part: str, kind: str, width: int) -> tuple[str, int]:
+    def _cut(self, part: str, kind: str, owner: int, width: int) -> tuple[str, int]:
         """Fill lines with ``part`` (too long for the open line) in one pass; the rest
         for the last line, and its cells. Linear: a model may emit megabytes without a
         space (re-measuring per line took minutes for 2 MB)."""
@@ -141,7 +200,7 @@ class TokenView(ScrollView, can_focus=False):
         if part.isascii():  # one cell per character: cut by position
             start = 0
             while len(part) - start > room:
-                self._lines[-1].append((part[start : start + room], kind))
+                self._lines[-1].append((part[start : start + room], kind, owner))
                 self._new_line()
                 start, room = start + room, width
             return part[start:], len(part) - start
@@ -150,7 +209,7 @@ class TokenView(ScrollView, can_focus=False):
             size = get_character_cell_size(ch)
             if used + size > room:
                 if i > start:
-                    self._lines[-1].append((part[start:i], kind))
+                    self._lines[-1].append((part[start:i], kind, owner))
                 self._new_line()  # (a wide character on a line with one cell left too)
                 start, used, room = i, 0, width
             used += size
@@ -159,9 +218,9 @@ class TokenView(ScrollView, can_focus=False):
     def _rewrap(self) -> None:
         self._lines = [[]]
         self._last_width = 0
-        for text, kind in self._tokens:
+        for (text, kind), owner in zip(self._tokens, self._owners):
             if self._show_rejected or kind != "rejected":
-                self._place(text, kind)
+                self._place(text, kind, owner)
         self._changed_from(0)
 
     def _changed_from(self, first: int) -> None:
@@ -240,8 +299,11 @@ class TokenView(ScrollView, can_focus=False):
             self._strips.extend([None] * (index + 1 - len(self._strips)))
         strip = self._strips[index]
         if strip is None:
-            strip = Strip(
-                [Segment(text, base + self._style(kind)) for text, kind in self._lines[index]]
-            ).crop_extend(scroll_x, scroll_x + width, base)
+            selected = self._selected
+            strip = Strip([
+                Segment(text, base + self._style(kind) + (
+                    self._style("selected") if owner == selected else Style()))
+                for text, kind, owner in self._lines[index]
+            ]).crop_extend(scroll_x, scroll_x + width, base)
             self._strips[index] = strip
         return strip

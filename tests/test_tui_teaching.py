@@ -1,0 +1,297 @@
+"""The teaching views under Pilot, on real runs of the demo family (the example sessions):
+the inspector steps back and forth, jumps to a round and follows a click on a token; its
+verdict and rollback stay on screen at 80x24, 160x45 and 220x60 with four panes at k = 16
+and its table scrolls to the correction; it never shows a round of an earlier run; the
+cost view prices the rounds per draft position; the glossary opens from the keys, the
+legend and help; repeated timings reach the panes."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from textual.containers import VerticalScroll
+from textual.widgets import Input
+
+from specdeck.engines.config import DecodeSettings
+from specdeck.engines.formatting import percent, times
+from specdeck.engines.requests import CompareRequest
+from specdeck.session import load_session
+from specdeck.testing.pilot import run_async, screen_text, settle
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.cost_view import CostScreen
+from specdeck.tui.glossary import GLOSSARY
+from specdeck.tui.glossary_screen import GlossaryScreen
+from specdeck.tui.help_screen import HelpScreen
+from specdeck.tui.inspector import RoundInspector, describe_rollback
+from specdeck.tui.jump_screen import JumpScreen
+from specdeck.tui.legend import Legend
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
+
+
+def flat(text: str) -> str:
+    """Text with its line breaks and runs of spaces as one space (wrapped lines joined)."""
+    return re.sub(r"\s+", " ", text)
+
+
+def replay_app(traces=None) -> SpecdeckApp:
+    session = load_session(EXAMPLES / "code-draft-k16.json")
+    return SpecdeckApp(traces=traces or session.traces, settings=session.settings,
+                       measured=session.measured, title="k16", wall_clock=lambda: 0.0)
+
+
+def four_panes_at_k16():
+    """plain and draft k = 16 from one run, mtp and ngram from another (same prompt)."""
+    k16 = load_session(EXAMPLES / "code-draft-k16.json").traces
+    others = load_session(EXAMPLES / "code-all-strategies.json").traces
+    return {"plain": k16["plain"], "draft": k16["draft"], "mtp": others["mtp"],
+            "ngram": others["ngram"]}
+
+
+async def finish_race(app: SpecdeckApp, pilot) -> None:
+    await pilot.pause()
+    app.seek_race(1e9)
+    app.race_tick()
+    await pilot.pause()
+
+
+def last_toast(app: SpecdeckApp) -> str:
+    return list(app._notifications)[-1].message
+
+
+def verdict_text(app: SpecdeckApp) -> str:
+    return str(app.query_one("#inspector-verdict").render())
+
+
+@run_async
+async def test_the_inspector_steps_back_jumps_and_follows_a_click():
+    app = replay_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await finish_race(app, pilot)
+        assert app.phase == "raced"
+        draft, plain = app.pane("draft"), app.pane("plain")
+        draft.focus()
+        await pilot.press("i")
+        inspector = app.query_one(RoundInspector)
+        last = len(draft.rounds) - 1
+        assert inspector.shown == ("draft", draft.rounds[last])
+        await pilot.press("n")  # after the end of a finished race: says so, truly
+        assert last_toast(app) == (f"draft: round {last + 1} of {last + 1} is its last · "
+                                   "b: back · j: jump to a round · g: race again")
+        await pilot.press("b", "b")
+        assert draft.selected == last - 2 and inspector.shown[1] is draft.rounds[last - 2]
+        assert draft.view.selected == last - 2  # its tokens are marked in the pane
+        event = draft.rounds[last - 2]
+        assert verdict_text(app).startswith(
+            f"draft · round {last - 1} of {last + 1} · {event.accepted} of "
+            f"{len(event.drafted)} accepted → {event.end} · {len(event.tokens)} token")
+        await pilot.press("n")
+        assert draft.selected == last - 1 and draft.shown == len(draft.events)
+
+        await pilot.press("j")
+        await pilot.pause()
+        assert isinstance(app.screen, JumpScreen)
+        app.screen.query_one(Input).value = "99"
+        await pilot.press("enter")
+        assert isinstance(app.screen, JumpScreen)  # stays open, says why
+        assert "rounds 1 to 31" in str(app.screen.query_one("#jump-hint").render())
+        app.screen.query_one(Input).value = "5"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert not isinstance(app.screen, JumpScreen)
+        assert draft.selected == 4 and inspector.shown == ("draft", draft.rounds[4])
+        assert "round 5 of 31" in verdict_text(app)
+        await pilot.press("b", "b", "b", "b", "b")  # round 1 is the first
+        assert draft.selected == 0 and last_toast(app) == "draft: round 1 is the first"
+
+        # A click on a token of plain's round 10 inspects that round.
+        view = plain.view
+        view.scroll_home(animate=False)
+        await pilot.pause()
+        cell = next((x, y) for y in range(view.size.height) for x in range(view.size.width)
+                    if view.round_at(x, y) == 9)
+        await pilot.click(view, offset=cell)
+        await pilot.pause()
+        assert app.focused is plain and plain.selected == 9
+        assert inspector.shown == ("plain", plain.rounds[9])
+        assert "plain · round 10 of 128 · nothing drafted → target" in verdict_text(app)
+        assert view.selected == 9 and draft.view.selected is None
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45), (220, 60)])
+@run_async
+async def test_the_verdict_and_rollback_stay_on_screen_and_the_table_scrolls(size):
+    """Four panes, draft at k = 16: a round of 16 drafts keeps its verdict and its whole
+    rollback caption in view, and scrolling the table reaches its correction row."""
+    app = replay_app(four_panes_at_k16())
+    async with app.run_test(size=size) as pilot:
+        await finish_race(app, pilot)
+        draft = app.pane("draft")
+        number, event = max(enumerate(draft.rounds),
+                            key=lambda r: (len(r[1].drafted) - r[1].accepted, -r[0]))
+        assert len(event.drafted) == 16 and event.end == "correction"
+        draft.focus()
+        await pilot.press("i", "j")
+        await pilot.pause()
+        app.screen.query_one(Input).value = str(number + 1)
+        await pilot.press("enter")
+        await pilot.pause()
+        shown = screen_text(app)
+        assert f"draft · round {number + 1} of {len(draft.rounds)}" in shown
+        assert describe_rollback(event) in flat(shown)  # whole, not cut off
+        assert event.rollback == "captured" and "(no replay)" in shown
+        body = app.query_one("#inspector-body", VerticalScroll)
+        if size[1] < 60:
+            assert body.max_scroll_y > 0  # 17 rows do not fit: they scroll
+        body.scroll_end(animate=False)
+        await pilot.pause()
+        shown = screen_text(app)
+        row = rf"\b{event.accepted + 1}\s+\S+\s+correction\b"  # the last row
+        assert re.search(row, shown), shown
+        assert describe_rollback(event) in flat(shown)  # the verdict stays on top
+
+
+@run_async
+async def test_the_inspector_never_shows_a_round_of_an_earlier_run():
+    app = replay_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await finish_race(app, pilot)
+        app.pane("draft").focus()
+        await pilot.press("i")
+        inspector = app.query_one(RoundInspector)
+        assert inspector.shown[1] is not None
+        await pilot.press("space", "g")  # race again, paused at t = 0: no round shown
+        await pilot.pause()
+        assert inspector.shown == ("draft", None)
+        assert verdict_text(app).startswith("draft: no round shown yet · n: step one round")
+        await pilot.press("n")
+        assert inspector.shown == ("draft", app.pane("draft").rounds[0])
+
+
+@run_async
+async def test_a_new_live_run_clears_the_inspector(tiny_family):
+    request = CompareRequest(
+        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
+        strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
+        settings=DecodeSettings(max_tokens=12, num_draft_tokens=2, stop_at_eos=False))
+    app = SpecdeckApp(request)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(app, pilot)
+        await pilot.press("i")
+        inspector = app.query_one(RoundInspector)
+        assert inspector.shown[1] is not None
+        await app.start_run()  # nothing of the new run has arrived yet
+        assert inspector.shown == ("plain", None)
+        assert "no round shown yet" in verdict_text(app)
+        await settle(app, pilot)
+        assert inspector.shown[1] is app.pane("plain").rounds[-1]
+        # One timing each: plain was timed again after the others, and the app says so.
+        assert len(app.measured["plain"]) == 2
+        assert "plain timed twice" in app.status_text
+
+
+@run_async
+async def test_repeats_show_the_median_run_and_the_spread(tiny_family, tmp_path):
+    request = CompareRequest(
+        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
+        strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
+        repeats=3, settings=DecodeSettings(max_tokens=12, stop_at_eos=False))
+    app = SpecdeckApp(request, sessions_dir=tmp_path)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(app, pilot)
+        draft = app.pane("draft")
+        assert len(app.measured["draft"]) == 3 == len(draft.runs)
+        # The pane holds the median repetition: its speed is the middle one.
+        assert draft.stats.tokens_per_s == pytest.approx(sorted(draft.runs)[1])
+        assert "each timed 3 times, its median run kept" in app.status_text
+        shown = screen_text(app)
+        assert "median of 3:" in shown and "% apart" in shown  # under plain
+        assert re.search(r"measured \d\.\d\dx.*±\d+%", shown)  # under draft
+    (saved,) = tmp_path.glob("*.json")
+    assert load_session(saved).measured == app.measured
+
+
+@run_async
+async def test_the_cost_view_prices_each_draft_position():
+    app = replay_app()
+    async with app.run_test(size=(80, 24)) as pilot:
+        await finish_race(app, pilot)
+        app.pane("draft").focus()
+        await pilot.press("k")
+        await pilot.pause()
+        screen = app.screen
+        assert isinstance(screen, CostScreen)
+        model = screen.model
+        assert model.k == 16 and model.baseline == "plain"
+        best = model.best_k()
+        assert 1 <= best < 16 and model.predicted(best) > model.predicted()
+        measured = app.pane("draft").stats.tokens_per_s / app.pane("plain").stats.tokens_per_s
+        shown = flat(screen_text(app))
+        assert (f"Predicted {times(model.predicted())} plain, measured {times(measured)}."
+                in shown)
+        assert f"Best k here: {best}." in shown
+        assert "16.4 tokens as one plain step" in shown
+        rows = str(screen.query_one("#cost-positions").render()).splitlines()
+        assert len(rows) == 17  # a heading, then one row per draft position
+        assert rows[best].lstrip().startswith(f"{best} ") and rows[best].endswith("◀ best")
+        assert rows[16].endswith("◀ this run")
+        width = screen.query_one("#cost-positions").size.width
+        for row in rows:
+            assert len(row) <= width  # nothing cut off at 80 columns
+        assert f"{percent(model.survival[0]):>4}" in rows[1]
+        # The survival bars cross the cost line between the best k and the next.
+        assert model.survival[best - 1] >= model.cost_line() > model.survival[best]
+        await pilot.press("escape")
+        app.pane("plain").focus()
+        await pilot.press("k")
+        await pilot.pause()
+        assert "Nothing drafted" in screen_text(app)
+
+
+@run_async
+async def test_each_pane_shows_what_its_rounds_cost():
+    app = replay_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await finish_race(app, pilot)
+        shown = screen_text(app)
+        draft = app.pane("draft")
+        stats = draft.stats
+        from specdeck.tui.cost_strip import CostStrip
+
+        model = draft.query_one(CostStrip).model
+        assert f"{stats.tokens_per_round:.2f} tokens/pass" in shown
+        assert (f"verify pass {model.verify_pass:.2f} plain steps" in shown
+                and f"draft step {model.draft_step:.2f}" in shown)
+        assert f"predicts {times(model.predicted())} (textbook {times(model.textbook())})" in shown
+        assert "plain step = 3.6 ms (the unit of every cost)" in shown  # under plain
+
+
+@run_async
+async def test_the_glossary_opens_from_its_key_the_legend_and_help():
+    app = replay_app()
+    async with app.run_test(size=(160, 45)) as pilot:
+        await finish_race(app, pilot)
+        await pilot.press("w")
+        await pilot.pause()
+        assert isinstance(app.screen, GlossaryScreen)
+        shown = flat(screen_text(app))
+        assert "mean len" in shown and "ours + 1" in shown
+        await pilot.press("escape")
+        await pilot.click(Legend)
+        await pilot.pause()
+        assert isinstance(app.screen, GlossaryScreen)
+        await pilot.press("escape")
+        await pilot.press("question_mark")
+        await pilot.pause()
+        assert isinstance(app.screen, HelpScreen)
+        help_text = " ".join(str(s.render()) for s in app.screen.query("Static"))
+        assert "Noise:" in help_text
+        ids = {b.id for b in app.BINDINGS}
+        assert {"specdeck.back", "specdeck.jump", "specdeck.cost_view",
+                "specdeck.glossary"} <= ids
+        body = app.screen.query_one("#help-body", VerticalScroll)
+        body.scroll_end(animate=False)  # the glossary is under the keys
+        await pilot.pause()
+        assert GLOSSARY[-1][0] in screen_text(app)

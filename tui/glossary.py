@@ -1,0 +1,86 @@
+"""A learner's glossary: what each word on the screen means, kept as data.
+
+The help screen shows it under the keys and ``w`` (or a click on the legend) opens it on
+its own (``tui.glossary_screen``). Short on purpose: each entry says what to look at and
+why it matters, in the words the panes, the inspector and the cost view use.
+"""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+#: (term, what it means), in the order a learner meets them.
+GLOSSARY: tuple[tuple[str, str], ...] = (
+    ("target token (plain)",
+     "The target model's own token: plain decoding makes one per target step. Everything "
+     "below is measured against that step."),
+    ("round / verify pass",
+     "One draft-and-verify cycle: the draft proposes k tokens, the target checks them all "
+     "in ONE pass over k + 1 positions. Tokens per pass = the accepted drafts plus the "
+     "correction or bonus that ends the round."),
+    ("accepted draft (underlined)",
+     "A drafted token the target confirmed. Greedy (temperature 0): it equals the "
+     "target's top choice. Sampled: kept when u < min(1, p/q), p the target's probability, "
+     "q the draft's."),
+    ("rejected draft (struck through)",
+     "A draft the target turned down, shown where it was proposed and never part of the "
+     "output; the drafts after it in the round are not even tested ('unchecked'). x hides "
+     "them."),
+    ("correction (bold)",
+     "The target's own token at the first rejected position; it ends the round. Greedy: "
+     "its top choice. Sampled: a draw from norm(max(0, p - q)), which keeps the output "
+     "distribution exactly the target's."),
+    ("bonus (bold italic)",
+     "Every draft of the round was accepted, so the verify pass already computed the "
+     "target's next token: it comes free, k + 1 tokens for one pass."),
+    ("sparkline",
+     "Under each pane: accepted drafts per round, one bar per round (past 512 rounds a bar "
+     "is the largest of neighbouring rounds). Tall bars are rounds the draft got right."),
+    ("accept",
+     "Acceptance rate: accepted drafts / drafted tokens. Unchecked drafts after a "
+     "rejection count as drafted: they were paid for."),
+    ("mean len",
+     "Mean accepted length: accepted drafts per round that drafted. It leaves out the "
+     "correction or bonus token; engines that count it (vLLM's acceptance length, EAGLE) "
+     "report ours + 1."),
+    ("by pos (survival)",
+     "Acceptance by draft position: the share of rounds whose first i drafts ALL lived "
+     "(the survival at i). It can only fall as i grows. The conditional rate, 'kept given "
+     "the ones before it were', is survival(i) / survival(i - 1)."),
+    ("rollback: trim",
+     "After a rejection, the rejected positions are dropped from the attention (KV) "
+     "caches: cheap, no second pass."),
+    ("rollback: captured",
+     "Hybrid models' recurrent layers cannot forget a token. Their verify pass kept the "
+     "state after every position, and each layer is set to the one after the last "
+     "accepted token: no second pass."),
+    ("rollback: replay",
+     "Other recurrent layers are restored from before the verify pass and the accepted "
+     "tokens are fed again: a second, shorter pass, paid on every rejection."),
+    ("cost of a round",
+     "k draft steps plus one verify pass of k + 1 tokens, in plain steps (k c_draft + "
+     "c_verify). The textbook takes the verify pass as one step; on a CPU or a small model "
+     "a pass of 17 tokens costs several. Key k shows it per draft position."),
+    ("predicted / textbook / measured",
+     "Predicted: tokens per pass over the measured cost of a round. Textbook: the same "
+     "tokens over a cost with the verify pass at one step. Measured: tok/s over plain's. "
+     "Where predicted and textbook part, the verify pass is why."),
+    ("survival vs cost line",
+     "In the k view: a draft at position i adds survival(i) tokens per round and costs "
+     "the same plain steps as every other position. Where the survival curve falls below "
+     "the cost line, more drafts cost more than they bring: that is the best k."),
+    ("noise",
+     "Two runs of the same thing differ. One run each: plain is timed again after the "
+     "others, and a speedup within their spread cannot be told from 1.00x. With repeats "
+     "(settings), each strategy's median run is kept and the spread is shown."),
+)
+
+
+def glossary_table() -> Table:
+    """The glossary as a two-column table (the terms are ours: no data reaches it)."""
+    table = Table(box=None, show_header=False, padding=(0, 2, 1, 0), expand=True)
+    table.add_column(style="bold", no_wrap=True, max_width=24)
+    table.add_column(ratio=1)
+    for term, meaning in GLOSSARY:
+        table.add_row(term, meaning)
+    return table
