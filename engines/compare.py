@@ -16,7 +16,7 @@ from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.events import Event, Trace
 from specdeck.engines.catalog import ModelInfo, describe_dir
-from specdeck.engines.loading import ModelStore, check_pair, load_tokenizer, resolve
+from specdeck.engines.loading import DTYPES, ModelStore, check_pair, load_tokenizer, resolve
 from specdeck.engines.memory import (
     MemoryEstimate, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
@@ -44,6 +44,13 @@ class CompareRequest:
     warmup_tokens: int = 8
     #: Refuse to load when the memory estimate does not fit in free memory (else warn).
     strict_memory: bool = False
+    #: ``fast`` (half precision run as float32 on the CPU) or ``native`` (as stored).
+    dtype: str = "fast"
+
+    @property
+    def upcast(self) -> bool:
+        """Whether half-precision weights become float32 (the CPU backend, ``fast``)."""
+        return self.dtype == "fast" and cpu_backend()
 
     def validate(self) -> None:
         self.settings.validate()
@@ -62,6 +69,8 @@ class CompareRequest:
             raise SettingsError("the prompt is empty")
         if self.warmup_tokens < 0:
             raise SettingsError("warm-up tokens must be >= 0")
+        if self.dtype not in DTYPES:
+            raise SettingsError(f"dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})")
 
 
 def encode_prompt(tokenizer: Any, text: str, chat: bool | None = None) -> list[int]:
@@ -99,12 +108,12 @@ def load_models(
         check_pair(request.target, request.mtp_model, request.revision, role="MTP")
     check_memory(request, store, progress)
     progress(f"loading {request.target}")
-    target = store.get(request.target, request.revision)
+    target = store.get(request.target, request.revision, request.dtype)
     mtp = None
     if needs_mtp:
         if request.mtp_model:
             progress(f"loading {request.mtp_model}")
-            mtp_source = store.get(request.mtp_model)
+            mtp_source = store.get(request.mtp_model, dtype=request.dtype)
         else:
             mtp_source = target
         progress(f"loading the MTP head of {mtp_source.name}")
@@ -112,7 +121,7 @@ def load_models(
     draft = None
     if needs_draft and request.draft:
         progress(f"loading {request.draft}")
-        draft = store.get(request.draft)
+        draft = store.get(request.draft, dtype=request.dtype)
     return Models(target=target, draft=draft, mtp=mtp)
 
 
@@ -139,7 +148,7 @@ def estimate_memory(
         return None
     return estimate_comparison(
         request.strategies, target, request.settings, prompt_tokens,
-        draft=draft, mtp=mtp, upcast=cpu_backend(),
+        draft=draft, mtp=mtp, upcast=request.upcast,
     )
 
 
@@ -155,10 +164,10 @@ def check_memory(
     if estimates is None:
         progress("memory not estimated: a model's weights are not downloaded yet")
         return
-    upcast = cpu_backend()
     resident = sum(
-        weight_bytes(m, upcast) for m in {m.path: m for m in described if m}.values()
-        if store.holds(m.path, request.revision if m.name == request.target else None)
+        weight_bytes(m, request.upcast) for m in {m.path: m for m in described if m}.values()
+        if store.holds(m.path, request.revision if m.name == request.target else None,
+                       request.dtype)
     )
     warning = check_headroom(list(estimates.values()), resident, request.strict_memory)
     if warning:

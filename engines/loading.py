@@ -80,24 +80,39 @@ def load_tokenizer(path: Path) -> Any:
         raise ModelError(f"cannot read the tokenizer in {path}: {exc}") from exc
 
 
+def _added(tokenizer: Any) -> set[str]:
+    """Special and added tokens (chat markers and the like), which may differ between
+    members of one family."""
+    added = getattr(tokenizer, "get_added_vocab", lambda: {})()
+    return set(getattr(tokenizer, "all_special_tokens", [])) | set(added)
+
+
+def _ordinary(token: str) -> bool:
+    """A token a person reads as a word piece (byte-level BPE marks a space with Ġ)."""
+    return token.lstrip("Ġ▁").isalpha()
+
+
 def vocabulary_mismatch(a: Any, b: Any) -> str | None:
     """Why two tokenizers cannot share token ids, or None when they can.
 
-    Added special tokens (chat markers) may differ between members of one family; the
-    regular vocabulary must map every token to the same id.
+    Added and special tokens may differ between members of one family; the regular
+    vocabulary must map every token to the same id. The message counts the tokens of
+    both vocabularies together and names an ordinary word piece as the example.
     """
-    special = set(getattr(a, "all_special_tokens", [])) | set(
-        getattr(b, "all_special_tokens", [])
-    )
+    special = _added(a) | _added(b)
     va = {t: i for t, i in a.get_vocab().items() if t not in special}
     vb = {t: i for t, i in b.get_vocab().items() if t not in special}
     if va == vb:
         return None
     differing = [t for t in va.keys() | vb.keys() if va.get(t) != vb.get(t)]
-    example = sorted(differing, key=lambda t: (va.get(t, 1 << 30), t))[0]
+    example = min(differing, key=lambda t: (not _ordinary(t), va.get(t, 1 << 30), t))
+
+    def where(vocab: dict[str, int]) -> str:
+        return f"id {vocab[example]}" if example in vocab else "missing"
+
     return (
-        f"{len(differing)} of {max(len(va), len(vb))} tokens differ "
-        f"(e.g. {example!r}: id {va.get(example)} vs {vb.get(example)})"
+        f"{len(differing)} of the {len(va.keys() | vb.keys())} regular tokens in the two "
+        f"vocabularies differ (e.g. {example!r}: {where(va)} vs {where(vb)})"
     )
 
 
@@ -134,28 +149,34 @@ def prefer_fast_dtype(model: nn.Module) -> bool:
     return True
 
 
+#: How weights are kept once loaded: ``fast`` casts half precision to float32 on the CPU
+#: backend (``prefer_fast_dtype``); ``native`` keeps them as stored, as ``mlx_lm
+#: generate`` does, so that outputs match it bit for bit.
+DTYPES = ("fast", "native")
+
+
 @dataclass
 class ModelStore:
-    """Loads each model once, however many strategies use it."""
+    """Loads each model once (per dtype policy), however many strategies use it."""
 
-    _loaded: dict[tuple[str, str | None], LoadedModel] = field(default_factory=dict)
+    _loaded: dict[tuple[str, str | None, str], LoadedModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def get(self, source: str, revision: str | None = None) -> LoadedModel:
+    def get(self, source: str, revision: str | None = None, dtype: str = "fast") -> LoadedModel:
         path = resolve(source, revision)
-        key = (str(path.resolve()), revision)
+        key = (str(path.resolve()), revision, dtype)
         with self._lock:
             if key not in self._loaded:
-                self._loaded[key] = self._load(source, path, revision)
+                self._loaded[key] = self._load(source, path, revision, dtype)
             return self._loaded[key]
 
-    def holds(self, path: Path, revision: str | None = None) -> bool:
+    def holds(self, path: Path, revision: str | None = None, dtype: str = "fast") -> bool:
         """Whether the model in the resolved directory ``path`` is loaded already."""
         with self._lock:
-            return (str(path.resolve()), revision) in self._loaded
+            return (str(path.resolve()), revision, dtype) in self._loaded
 
     @staticmethod
-    def _load(source: str, path: Path, revision: str | None) -> LoadedModel:
+    def _load(source: str, path: Path, revision: str | None, dtype: str) -> LoadedModel:
         from mlx_lm import load
 
         target = str(path) if Path(source).expanduser().exists() else source
@@ -165,5 +186,5 @@ class ModelStore:
             raise
         except Exception as exc:
             raise ModelError(f"cannot load the model {source}: {exc}") from exc
-        upcast = prefer_fast_dtype(model)
+        upcast = prefer_fast_dtype(model) if dtype == "fast" else False
         return LoadedModel(source, path, model, tokenizer, config, revision, upcast)

@@ -108,7 +108,8 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
         nonlocal announced
         if not announced:  # the first event: the target is loaded
             announced = True
-            send(TargetLoaded(run_id, str(store.get(request.target, request.revision).path)))
+            send(TargetLoaded(run_id, str(
+                store.get(request.target, request.revision, request.dtype).path)))
         batcher.add(name, event)
 
     error = saved = None

@@ -100,6 +100,7 @@ def compare_config(result: Any) -> dict:
         "mtp_model": model(result.models.mtp.model if result.models.mtp else None),
         "settings": request.settings.to_dict(),
         "warmup_tokens": request.warmup_tokens,
+        "dtype": request.dtype,
         "memory_estimates": {
             name: estimate.to_dict() for name, estimate in (result.memory_estimates or {}).items()
         },
