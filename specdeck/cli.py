@@ -17,7 +17,7 @@ from typing import Iterator
 
 from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling
 from specdeck.engines.errors import ModelError, SettingsError
-from specdeck import models_command, session_commands, sweep_command
+from specdeck import fetch_command, models_command, session_commands, sweep_command
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
 
@@ -50,7 +50,22 @@ def read_prompt(value: str) -> str:
     return text_of(path.stem, content)
 
 
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """Options that pick the models and how their weights are kept (every command that
+    runs models)."""
+    from specdeck.engines.families import FAMILIES
+    from specdeck.engines.loading import DTYPES
+
+    p.add_argument("--family", choices=list(FAMILIES),
+                   help="a model family by name: its target and draft (smollm2 after "
+                   "`specdeck fetch smollm2`)")
+    p.add_argument("--dtype", choices=DTYPES, default="fast",
+                   help="fast (default): half-precision weights run as float32 on the CPU; "
+                   "native: as stored, matching `mlx_lm generate` bit for bit")
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_model_options(p)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
     p.add_argument("--draft", help="draft model for the draft strategy (same tokenizer; "
@@ -101,6 +116,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare LLM decoding strategies side by side: plain, draft-model "
         "speculation, MTP and prompt lookup.",
     )
+    _add_model_options(parser)  # for the playground, `specdeck` alone
     sub = parser.add_subparsers(dest="command")
     compare = sub.add_parser("compare", help="run strategies one after another on one prompt")
     _add_run_options(compare)
@@ -113,6 +129,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_command.add_parser(sub)
     session_commands.add_parsers(sub)
     models_command.add_parser(sub)
+    fetch_command.add_parser(sub)
     return parser
 
 
@@ -135,12 +152,12 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import CompareRequest, run_compare
-    from specdeck.engines.demo import default_models
+    from specdeck.engines.families import models_for
     from specdeck.engines.machine import describe_machine
     from specdeck.session import build_document, compare_config, save_document
     from specdeck.session_store import autosave
 
-    target, draft = default_models(args.target, args.draft)
+    target, draft = models_for(args.family, args.target, args.draft)
     request = CompareRequest(
         target=target,
         draft=draft,
@@ -152,6 +169,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
         strict_memory=args.strict,
+        dtype=args.dtype,
     )
     request.validate()
     if not args.headless:
@@ -215,32 +233,37 @@ def first_interrupt_cancels() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def open_playground(request, sessions_dir: Path | None = None, save: bool = True) -> int:
+def open_playground(request, sessions_dir: Path | None = None, save: bool = True,
+                    hint: str | None = None) -> int:
     """Open the app on ``request``, refusing a missing model before the screen changes.
     Every run the app measures is saved as a session (into ``sessions_dir``) unless
-    ``save`` is false."""
+    ``save`` is false; ``hint`` is a line the status bar adds once a run is measured."""
     from specdeck.engines.loading import resolve
     from specdeck.tui import run_app
 
     for source in (request.target, request.draft, request.mtp_model):
         if source:
             resolve(source, request.revision if source == request.target else None)
-    run_app(request, sessions_dir=sessions_dir, save_sessions=save)
+    run_app(request, sessions_dir=sessions_dir, save_sessions=save, hint=hint)
     return 0
 
 
 def cmd_playground(args: argparse.Namespace) -> int:
-    """``specdeck`` alone: plain, draft and MTP on the demo models and the default prompt."""
+    """``specdeck`` alone: the smollm2 family once fetched (plain, draft, prompt lookup on
+    a chat prompt), else the demo models (plain, draft, MTP on code), whose status bar
+    says how to fetch the real one."""
     from specdeck.engines.compare import CompareRequest
-    from specdeck.engines.demo import require_demo_models
+    from specdeck.engines.families import FAMILIES, default_family, fetch_hint, require_family
     from specdeck.prompts import get_prompt
 
-    target, draft = require_demo_models()
+    family = FAMILIES[args.family or default_family()]
+    models = require_family(family.name)
     request = CompareRequest(
-        target=target, draft=draft, strategies=["plain", "draft", "mtp"],
-        prompt=get_prompt().text, settings=DecodeSettings(max_tokens=200),
+        target=models.target, draft=models.draft, strategies=list(family.strategies),
+        prompt=get_prompt(family.prompt).text, settings=DecodeSettings(max_tokens=200),
+        dtype=args.dtype,
     )
-    return open_playground(request)
+    return open_playground(request, hint=fetch_hint() if family.name == "demo" else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -252,7 +275,7 @@ def main(argv: list[str] | None = None) -> int:
         return {
             "compare": cmd_compare, "playground": cmd_playground, "sweep": sweep_command.run,
             "replay": session_commands.cmd_replay, "diff": session_commands.cmd_diff,
-            "models": models_command.run,
+            "models": models_command.run, "fetch": fetch_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
         print(f"specdeck: error: {exc}", file=sys.stderr)

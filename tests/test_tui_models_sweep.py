@@ -152,14 +152,15 @@ async def test_mtp_and_target_pickers(catalog):
         assert app.screen.query_one("#target", Input).value == str(catalog["other"].path)
 
 
-def test_the_catalog_includes_the_demo_family_and_named_directories(tmp_path, monkeypatch):
+def test_the_catalog_includes_the_families_and_named_directories(tmp_path, monkeypatch):
     model = tmp_path / "mine"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    monkeypatch.setattr(model_picker, "demo_models", lambda: object())
+    families = {"demo": tmp_path / "demo", "smollm2": tmp_path / "smollm2"}
+    monkeypatch.setattr(model_picker, "family_roots", lambda: families)
     assert catalog_dirs({"target": str(model), "draft": "", "mtp_model": "org/x"}) == [
-        model_picker.DEMO_DIR, model]
-    monkeypatch.setattr(model_picker, "demo_models", lambda: None)
+        families["demo"], families["smollm2"], model]
+    monkeypatch.setattr(model_picker, "family_roots", dict)
     assert catalog_dirs({"target": "org/x", "draft": str(tmp_path)}) == []
 
 

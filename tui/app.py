@@ -122,6 +122,7 @@ class SpecdeckApp(App[None]):
         sessions_dir: "Path | None" = None,
         save_sessions: bool = True,
         in_process: bool = False,
+        hint: str | None = None,
     ) -> None:
         """Every live run is saved as a session into ``sessions_dir`` (default: the
         sessions folder) unless ``save_sessions`` is false. Live runs are measured in an
@@ -130,7 +131,8 @@ class SpecdeckApp(App[None]):
         injected (tests gate the clock to hold a run mid-way). ``wall_clock`` drives the
         race, injectable so snapshots are deterministic. ``memory_estimates`` (a
         replay's, per strategy) are shown next to each pane's measured peak; a live run
-        makes its own."""
+        makes its own. ``hint`` (a few words, e.g. how to fetch a real model) leads the
+        status line of live runs, except while racing."""
         if (request is None) == (traces is None):
             raise ValueError("give either a request (live) or traces (replay)")
         if not in_process and (store is not None or clock is not time.perf_counter):
@@ -168,6 +170,7 @@ class SpecdeckApp(App[None]):
         self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
         self.sessions_dir = sessions_dir
         self.save_sessions = save_sessions
+        self.hint = hint
 
     # -- layout ------------------------------------------------------------------------
 
@@ -218,7 +221,8 @@ class SpecdeckApp(App[None]):
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
-        self.query_one("#status", FixedText).text = f"{text}   [{' · '.join(flags)}]"
+        lead = f"{self.hint} · " if self.hint and self.phase not in ("racing", "raced") else ""
+        self.query_one("#status", FixedText).text = f"{lead}{text}   [{' · '.join(flags)}]"
         self._status_text = text
 
     def _restatus(self) -> None:
@@ -575,6 +579,7 @@ def run_app(
     memory_estimates: dict[str, int] | None = None,
     sessions_dir: "Path | None" = None,
     save_sessions: bool = True,
+    hint: str | None = None,
 ) -> None:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
@@ -583,4 +588,4 @@ def run_app(
     """
     SpecdeckApp(request, traces, settings=settings, title=title,
                 memory_estimates=memory_estimates, sessions_dir=sessions_dir,
-                save_sessions=save_sessions).run()
+                save_sessions=save_sessions, hint=hint).run()

@@ -7,6 +7,7 @@ allowed, and its message is shown in the dialog instead of closing it.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from textual import on
@@ -17,6 +18,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from specdeck.engines.errors import SettingsError
+from specdeck.engines.families import member_of
 from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
 
@@ -148,8 +150,13 @@ class SettingsScreen(ModalScreen["CompareRequest | None"]):
         fields = {key: self.query_one(f"#{key}", Input).value for key in ROLES}
 
         def fill(value: str | None) -> None:
-            if value is not None:
-                self.query_one(f"#{role}", Input).value = value
+            if value is None:
+                return
+            self.query_one(f"#{role}", Input).value = value
+            member = member_of(value) if role == "target" else None
+            if member is not None:  # a family's target: its draft goes with it
+                draft = Path(value).expanduser().resolve().parent / "draft"
+                self.query_one("#draft", Input).value = str(draft)
 
         self.app.push_screen(ModelPicker(role, fields), fill)
 
