@@ -23,8 +23,8 @@ are never trained on: ``chat_prompts`` refuses to produce one.
 
 Phases (``--phase``; each resumable, results under ``build/train_smollm2_draft/``):
 ``generate`` (the target's answers, appended to a JSONL as each batch finishes),
-``train`` (checkpoint every ``checkpoint_every`` steps; ``--resume``) and ``export``
-(weights, config and ``card.json``). ``python scripts/train_smollm2_draft.py`` runs all
+``train`` (on the answers there so far; checkpoint every ``checkpoint_every`` steps,
+``--resume``; then export) and ``export`` (weights, config and ``card.json``). ``python scripts/train_smollm2_draft.py`` runs all
 three, resuming what is there. Needs the fetched target: ``specdeck fetch smollm2``.
 """
 
@@ -105,7 +105,7 @@ class Settings:
     init_layers: tuple[int, ...] = (0, 1)
     seq_len: int = 160
     batch_size: int = 8
-    steps: int = 360
+    steps: int = 240
     lr: float = 8e-4
     warmup: int = 20
     weight_decay: float = 0.0
@@ -414,7 +414,7 @@ def main(argv: list[str] | None = None) -> int:
         t = time.time()
         log = train(target, draft, text, answers, s, resume=args.resume or args.phase == "all")
         timings["train_seconds"] = round(time.time() - t, 1)
-    if args.phase in ("all", "export"):
+    if args.phase in ("all", "train", "export"):
         ckpt = WORK / "ckpt" / "draft.safetensors"
         if ckpt.exists():
             draft.load_weights(list(mx.load(str(ckpt)).items()), strict=False)

@@ -273,7 +273,8 @@ class _Bar:
         self.progress.update(self.tasks[step], completed=done, total=total)
 
     def say(self, line: str) -> None:
-        self.progress.console.print(f"specdeck: {line}", markup=False, highlight=False)
+        self.progress.console.print(f"specdeck: {line}", markup=False, highlight=False,
+                                    soft_wrap=True)
 
 
 def run(args: argparse.Namespace) -> int:
