@@ -105,7 +105,7 @@ class Settings:
     init_layers: tuple[int, ...] = (0, 1)
     seq_len: int = 160
     batch_size: int = 8
-    steps: int = 240
+    steps: int = 150
     lr: float = 8e-4
     warmup: int = 20
     weight_decay: float = 0.0

@@ -51,8 +51,8 @@ def read_prompt(value: str) -> str:
 
 
 def _add_model_options(p: argparse.ArgumentParser) -> None:
-    """Options that pick the models and how their weights are kept (every command that
-    runs models)."""
+    """Options that pick the models and how their weights are kept (the playground and
+    ``compare``)."""
     from specdeck.engines.families import FAMILIES
     from specdeck.engines.loading import DTYPES
 
@@ -237,7 +237,7 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
                     hint: str | None = None) -> int:
     """Open the app on ``request``, refusing a missing model before the screen changes.
     Every run the app measures is saved as a session (into ``sessions_dir``) unless
-    ``save`` is false; ``hint`` is a line the status bar adds once a run is measured."""
+    ``save`` is false; ``hint`` (a few words) leads the status line."""
     from specdeck.engines.loading import resolve
     from specdeck.tui import run_app
 
