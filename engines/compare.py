@@ -11,12 +11,12 @@ import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from specdeck.engines.config import STRATEGIES, DecodeSettings
+from specdeck.engines.config import DTYPES, STRATEGIES, DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.events import Event, Trace
 from specdeck.engines.catalog import ModelInfo, describe_dir
-from specdeck.engines.loading import DTYPES, ModelStore, check_pair, load_tokenizer, resolve
+from specdeck.engines.loading import ModelStore, check_pair, load_tokenizer, resolve
 from specdeck.engines.memory import (
     MemoryEstimate, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )

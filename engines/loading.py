@@ -149,15 +149,10 @@ def prefer_fast_dtype(model: nn.Module) -> bool:
     return True
 
 
-#: How weights are kept once loaded: ``fast`` casts half precision to float32 on the CPU
-#: backend (``prefer_fast_dtype``); ``native`` keeps them as stored, as ``mlx_lm
-#: generate`` does, so that outputs match it bit for bit.
-DTYPES = ("fast", "native")
-
-
 @dataclass
 class ModelStore:
-    """Loads each model once (per dtype policy), however many strategies use it."""
+    """Loads each model once per dtype policy (``config.DTYPES``), however many strategies
+    use it."""
 
     _loaded: dict[tuple[str, str | None, str], LoadedModel] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -176,7 +171,7 @@ class ModelStore:
             return (str(path.resolve()), revision, dtype) in self._loaded
 
     @staticmethod
-    def _load(source: str, path: Path, revision: str | None, dtype: str) -> LoadedModel:
+    def _load(source: str, path: Path, revision: str | None, dtype: str = "fast") -> LoadedModel:
         from mlx_lm import load
 
         target = str(path) if Path(source).expanduser().exists() else source

@@ -53,8 +53,8 @@ def read_prompt(value: str) -> str:
 def _add_model_options(p: argparse.ArgumentParser) -> None:
     """Options that pick the models and how their weights are kept (the playground and
     ``compare``)."""
+    from specdeck.engines.config import DTYPES
     from specdeck.engines.families import FAMILIES
-    from specdeck.engines.loading import DTYPES
 
     p.add_argument("--family", choices=list(FAMILIES),
                    help="a model family by name: its target and draft (smollm2 after "
