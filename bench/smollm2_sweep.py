@@ -96,8 +96,8 @@ def render_card(card: dict) -> str:
         "",
         "## Training",
         "",
-        "Distilled with KL(target || draft) over the whole vocabulary at every position "
-        "(temperature 1), AdamW, lr "
+        "Two phases. First distilled with KL(target || draft) over the whole vocabulary "
+        "at every position (temperature 1), AdamW, lr "
         f"{s['lr']} (warm-up {s['warmup']}, cosine), batch {s['batch_size']} x "
         f"{s['seq_len']} tokens, {card['steps_done']} steps; half of each batch:",
         "",
@@ -108,6 +108,12 @@ def render_card(card: dict) -> str:
         f"{corpus['chat_answers']} chat prompts built from the standard library (module and "
         "function docstrings, pydoc topics) and everyday subjects in fixed phrasings: "
         f"{corpus['chat_answer_tokens']:,} answer tokens; loss on the answers.",
+        "",
+        "Then cross-entropy to those greedy answers alone (the answers are the labels: no "
+        f"teacher pass), lr {s['policy_lr']}, batch {s['policy_batch']} answers, "
+        f"{card.get('policy_steps_done', 0)} steps.",
+        "",
+        card.get("note", ""),
         "",
         "Held out (never trained on): the chat prompts in `prompts/` and these:",
         "",
@@ -121,7 +127,8 @@ def render_card(card: dict) -> str:
         f"{trained['held_out_agreement']:.1%} |",
         "",
         f"Time: answers {card['timings'].get('generate_seconds', 0) / 60:.0f} min, "
-        f"training {card['timings'].get('train_seconds', 0) / 60:.0f} min "
+        f"distillation {card['timings'].get('train_seconds', 0) / 60:.0f} min, "
+        f"answers-only {card['timings'].get('policy_seconds', 0) / 60:.0f} min "
         f"({card['machine']}; the machine was shared with other jobs).",
     ]
     if m:
