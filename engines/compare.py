@@ -45,6 +45,11 @@ def encode_prompt(tokenizer: Any, text: str, chat: bool | None = None) -> list[i
     return ids
 
 
+def upcast(request: CompareRequest) -> bool:
+    """Whether the request's half-precision weights run as float32 (``fast`` on the CPU)."""
+    return request.dtype == "fast" and cpu_backend()
+
+
 #: The target, draft and MTP model a request uses, described from their files.
 Described = tuple[ModelInfo, ModelInfo | None, ModelInfo | None]
 
@@ -83,7 +88,7 @@ def estimate_memory(
         return None
     return estimate_comparison(
         request.strategies, target, request.settings, prompt_tokens,
-        draft=draft, mtp=mtp, upcast=cpu_backend(), split=target_split(request, target),
+        draft=draft, mtp=mtp, upcast=upcast(request), split=target_split(request, target),
     )
 
 
@@ -116,12 +121,13 @@ def prepare(
     if estimates is None:
         progress("memory not estimated: a model's weights are not downloaded yet")
     else:
-        upcast, split = cpu_backend(), target_split(request, target)
+        upcasts, split = upcast(request), target_split(request, target)
         resident = sum(
-            split.weight_bytes(m, upcast) if split and split.path == m.path
-            else weight_bytes(m, upcast)
+            split.weight_bytes(m, upcasts) if split and split.path == m.path
+            else weight_bytes(m, upcasts)
             for m in {m.path: m for m in described if m}.values()
-            if store.holds(m.path, request.revision if m.name == request.target else None)
+            if store.holds(m.path, request.revision if m.name == request.target else None,
+                           request.dtype)
         )
         warning = check_headroom(list(estimates.values()), resident, request.strict_memory,
                                  force=request.force)
@@ -159,12 +165,12 @@ def load_models(
     if prepared is None:
         prepare(request, store, progress)
     progress(f"loading {request.target}")
-    target = store.get(request.target, request.revision)
+    target = store.get(request.target, request.revision, request.dtype)
     mtp = None
     if "mtp" in request.strategies:
         if request.mtp_model:
             progress(f"loading {request.mtp_model}")
-            mtp_source = store.get(request.mtp_model)
+            mtp_source = store.get(request.mtp_model, dtype=request.dtype)
         else:
             mtp_source = target
         progress(f"loading the MTP head of {mtp_source.name}")
@@ -172,7 +178,7 @@ def load_models(
     draft = None
     if NEEDS_DRAFT & set(request.strategies) and request.draft:
         progress(f"loading {request.draft}")
-        draft = store.get(request.draft)
+        draft = store.get(request.draft, dtype=request.dtype)
     return Models(target=target, draft=draft, mtp=mtp)
 
 

@@ -13,6 +13,11 @@ from specdeck.engines.errors import SettingsError
 
 STRATEGIES = ("plain", "draft", "mtp", "ngram")
 
+#: How weights are kept once loaded: ``fast`` casts half precision to float32 on the CPU
+#: backend (``loading.prefer_fast_dtype``); ``native`` keeps them as stored, as ``mlx_lm
+#: generate`` does, so that outputs match it bit for bit.
+DTYPES = ("fast", "native")
+
 MAX_DRAFT_TOKENS = 16
 MAX_MTP_DEPTH = 8
 #: The target's top alternatives recorded per position: enough to explain a choice; each

@@ -100,24 +100,39 @@ def _short(exc: Exception) -> str:
     return text if len(text) <= 300 else text[:299] + "…"
 
 
+def _added(tokenizer: Any) -> set[str]:
+    """Special and added tokens (chat markers and the like), which may differ between
+    members of one family."""
+    added = getattr(tokenizer, "get_added_vocab", lambda: {})()
+    return set(getattr(tokenizer, "all_special_tokens", [])) | set(added)
+
+
+def _ordinary(token: str) -> bool:
+    """A token a person reads as a word piece (byte-level BPE marks a space with Ġ)."""
+    return token.lstrip("Ġ▁").isalpha()
+
+
 def vocabulary_mismatch(a: Any, b: Any) -> str | None:
     """Why two tokenizers cannot share token ids, or None when they can.
 
-    Added special tokens (chat markers) may differ between members of one family; the
-    regular vocabulary must map every token to the same id.
+    Added and special tokens may differ between members of one family; the regular
+    vocabulary must map every token to the same id. The message counts the tokens of
+    both vocabularies together and names an ordinary word piece as the example.
     """
-    special = set(getattr(a, "all_special_tokens", [])) | set(
-        getattr(b, "all_special_tokens", [])
-    )
+    special = _added(a) | _added(b)
     va = {t: i for t, i in a.get_vocab().items() if t not in special}
     vb = {t: i for t, i in b.get_vocab().items() if t not in special}
     if va == vb:
         return None
     differing = [t for t in va.keys() | vb.keys() if va.get(t) != vb.get(t)]
-    example = sorted(differing, key=lambda t: (va.get(t, 1 << 30), t))[0]
+    example = min(differing, key=lambda t: (not _ordinary(t), va.get(t, 1 << 30), t))
+
+    def where(vocab: dict[str, int]) -> str:
+        return f"id {vocab[example]}" if example in vocab else "missing"
+
     return (
-        f"{len(differing)} of {max(len(va), len(vb))} tokens differ "
-        f"(e.g. {example!r}: id {va.get(example)} vs {vb.get(example)})"
+        f"{len(differing)} of the {len(va.keys() | vb.keys())} regular tokens in the two "
+        f"vocabularies differ (e.g. {example!r}: {where(va)} vs {where(vb)})"
     )
 
 
@@ -154,9 +169,10 @@ def prefer_fast_dtype(model: nn.Module) -> bool:
 
 @dataclass
 class ModelStore:
-    """Finds, reads and loads each model once, however many strategies and runs use it."""
+    """Finds, reads and loads each model once per dtype policy (``config.DTYPES``),
+    however many strategies and runs use it."""
 
-    _loaded: dict[tuple[str, str | None], LoadedModel] = field(default_factory=dict)
+    _loaded: dict[tuple[str, str | None, str], LoadedModel] = field(default_factory=dict)
     #: Where each (source, revision) was found: a hub id asks the hub once, not per call.
     _paths: dict[tuple[str, str | None], Path] = field(default_factory=dict)
     #: Tokenizers read from a folder before (or without) its model being loaded.
@@ -183,7 +199,8 @@ class ModelStore:
         loaded, else read from the files once."""
         key = str(path.resolve())
         with self._lock:
-            loaded = self._loaded.get((key, revision))
+            loaded = next((m for (folder, rev, _), m in self._loaded.items()
+                           if folder == key and rev == revision), None)
             if loaded is not None:
                 return loaded.tokenizer
             tokenizer = self._tokenizers.get(key)
@@ -193,25 +210,24 @@ class ModelStore:
                 self._tokenizers[key] = tokenizer
         return tokenizer
 
-    def get(self, source: str, revision: str | None = None) -> LoadedModel:
+    def get(self, source: str, revision: str | None = None, dtype: str = "fast") -> LoadedModel:
         path = self.resolve(source, revision)
-        key = (str(path.resolve()), revision)
+        key = (str(path.resolve()), revision, dtype)
         with self._lock:
             if key not in self._loaded:
-                if self.split is not None and self.split[0] == source:
-                    self._loaded[key] = self._load(source, path, revision, self.split[1])
-                else:
-                    self._loaded[key] = self._load(source, path, revision)
+                split = self.split[1] if self.split is not None and self.split[0] == source \
+                    else None
+                self._loaded[key] = self._load(source, path, revision, dtype, split)
                 self._tokenizers.pop(key[0], None)  # the model's own serves from now on
             return self._loaded[key]
 
-    def holds(self, path: Path, revision: str | None = None) -> bool:
+    def holds(self, path: Path, revision: str | None = None, dtype: str = "fast") -> bool:
         """Whether the model in the resolved directory ``path`` is loaded already."""
         with self._lock:
-            return (str(path.resolve()), revision) in self._loaded
+            return (str(path.resolve()), revision, dtype) in self._loaded
 
     @staticmethod
-    def _load(source: str, path: Path, revision: str | None,
+    def _load(source: str, path: Path, revision: str | None, dtype: str = "fast",
               split: Callable[[nn.Module, dict], None] | None = None) -> LoadedModel:
         from mlx_lm import load
 
@@ -228,5 +244,5 @@ class ModelStore:
             raise
         except Exception as exc:
             raise ModelError(f"cannot load the model {source}: {_short(exc)}") from exc
-        upcast = prefer_fast_dtype(model)
+        upcast = prefer_fast_dtype(model) if dtype == "fast" else False
         return LoadedModel(source, path, model, tokenizer, config, revision, upcast)

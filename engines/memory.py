@@ -267,6 +267,11 @@ def estimate(
         window = settings.max_kv_size
         if window is not None and tokens > window:
             snapshot += kv  # a wrapped window is copied before it is written
+    # A model that drafts for itself is loaded once (``ModelStore``): its weights count once.
+    if draft is not None and draft.path.resolve() == model.path.resolve():
+        draft_weights = 0
+    else:
+        draft_weights = weight_bytes(draft, upcast) if strategy == "draft" and draft else 0
     draft_cache = 0
     if strategy == "draft" and draft is not None:
         d_kv, d_recurrent, d_act = _model_bytes(
@@ -278,7 +283,7 @@ def estimate(
     return MemoryEstimate(
         strategy=strategy,
         weights=split.weight_bytes(model, upcast) if split else weight_bytes(model, upcast),
-        draft_weights=weight_bytes(draft, upcast) if strategy == "draft" and draft else 0,
+        draft_weights=draft_weights,
         mtp_head=mtp_head_bytes(model, upcast) if strategy == "mtp" else 0,
         other_models=other_models,
         kv_cache=kv,

@@ -10,7 +10,7 @@ import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 
-from specdeck.engines.config import STRATEGIES, DecodeSettings, Sampling
+from specdeck.engines.config import DTYPES, STRATEGIES, DecodeSettings, Sampling
 from specdeck.engines.errors import SettingsError
 
 #: Strategies that need a draft model.
@@ -121,11 +121,15 @@ class CompareRequest:
     force: bool = False
     #: Split the target over a group of processes (``engines.distributed``); None: one.
     group: GroupSpec | None = None
+    #: ``fast`` (half precision run as float32 on the CPU) or ``native`` (as stored).
+    dtype: str = "fast"
 
     def validate(self) -> None:
         self.settings.validate()
         if self.group is not None:
             self.group.validate()
+        if self.dtype not in DTYPES:
+            raise SettingsError(f"dtype must be one of {', '.join(DTYPES)} (got {self.dtype!r})")
         if not 1 <= self.repeats <= MAX_REPEATS:
             raise SettingsError(f"repeats must be between 1 and {MAX_REPEATS} (got {self.repeats})")
         if not self.strategies:

@@ -25,7 +25,7 @@ from specdeck.engines.requests import (
     BACKENDS, MAX_REPEATS, RANK_VARIABLE, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
     launched,
 )
-from specdeck import models_command, session_commands, sweep_command
+from specdeck import fetch_command, models_command, session_commands, sweep_command
 from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
@@ -36,7 +36,22 @@ from specdeck.visible import MESSAGE_CHARS, visible
 SETTINGS, SAMPLING = DecodeSettings(), Sampling()
 
 
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """Options that pick the models and how their weights are kept (the playground and
+    ``compare``)."""
+    from specdeck.engines.config import DTYPES
+    from specdeck.engines.families import FAMILIES
+
+    p.add_argument("--family", choices=list(FAMILIES),
+                   help="a model family by name: its target and draft (smollm2 after "
+                   "`specdeck fetch smollm2`)")
+    p.add_argument("--dtype", choices=DTYPES, default="fast",
+                   help="fast (default): half-precision weights run as float32 on the CPU; "
+                   "native: as stored, matching `mlx_lm generate` bit for bit")
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
+    _add_model_options(p)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
     p.add_argument("--draft", help="draft model for the draft strategy (same tokenizer; "
@@ -143,6 +158,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Compare LLM decoding strategies side by side: plain, draft-model "
         "speculation, MTP and prompt lookup.",
     )
+    _add_model_options(parser)  # for the playground, `specdeck` alone
     sub = parser.add_subparsers(dest="command")
     compare = sub.add_parser("compare", help="run strategies one after another on one prompt")
     _add_run_options(compare)
@@ -160,6 +176,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_command.add_parser(sub)
     session_commands.add_parsers(sub)
     models_command.add_parser(sub)
+    fetch_command.add_parser(sub)
     return parser
 
 
@@ -206,10 +223,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
 def compare_request(args: argparse.Namespace) -> CompareRequest:
     """The comparison the command line asks for, checked."""
-    from specdeck.engines.demo import default_models
+    from specdeck.engines.families import models_for
     from specdeck.prompts import read_prompt
 
-    target, draft = default_models(args.target, args.draft)
+    target, draft = models_for(args.family, args.target, args.draft)
     request = CompareRequest(
         target=target,
         draft=draft,
@@ -224,6 +241,7 @@ def compare_request(args: argparse.Namespace) -> CompareRequest:
         strict_memory=args.strict,
         force=args.force,
         group=group_from(args),
+        dtype=args.dtype,
     )
     request.validate()
     if args.show_text is not None and args.show_text not in request.strategies:
@@ -396,10 +414,11 @@ def first_interrupt_cancels() -> Iterator[threading.Event]:
         signal.signal(signal.SIGINT, previous)
 
 
-def open_playground(request, sessions_dir: Path | None = None, save: bool = True) -> int:
+def open_playground(request, sessions_dir: Path | None = None, save: bool = True,
+                    hint: str | None = None) -> int:
     """Open the app on ``request``, refusing a missing model before the screen changes.
     Every run the app measures is saved as a session (into ``sessions_dir``) unless
-    ``save`` is false."""
+    ``save`` is false; ``hint`` (a few words) leads the status line."""
     from specdeck.engines.loading import resolve
     from specdeck.tui import run_app
 
@@ -410,23 +429,26 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
         from specdeck.group_host import require_local_lead
 
         require_local_lead(request.group)
-    problems = run_app(request, sessions_dir=sessions_dir, save_sessions=save)
+    problems = run_app(request, sessions_dir=sessions_dir, save_sessions=save, hint=hint)
     for line in problems:
         print(f"specdeck: error: {visible(line, MESSAGE_CHARS)}", file=sys.stderr)
     return EXIT_NOT_SAVED if problems else 0
 
 
 def cmd_playground(args: argparse.Namespace) -> int:
-    """``specdeck`` alone: plain, draft and MTP on the demo models and the default prompt."""
-    from specdeck.engines.demo import require_demo_models
+    """``specdeck`` alone: the smollm2 family once fetched (plain, draft, prompt lookup on
+    a chat prompt), else the demo models (plain, draft, MTP on code), whose status bar
+    says how to fetch the real one."""
+    from specdeck.engines.families import FAMILIES, default_family, fetch_hint, require_family
     from specdeck.prompts import get_prompt
 
-    target, draft = require_demo_models()
+    family = FAMILIES[args.family or default_family()]
+    models = require_family(family.name)
     request = CompareRequest(
-        target=target, draft=draft, strategies=["plain", "draft", "mtp"],
-        prompt=get_prompt().text,
+        target=models.target, draft=models.draft, strategies=list(family.strategies),
+        prompt=get_prompt(family.prompt).text, dtype=args.dtype,
     )
-    return open_playground(request)
+    return open_playground(request, hint=fetch_hint() if family.name == "demo" else None)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -439,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
         return {
             "compare": cmd_compare, "playground": cmd_playground, "sweep": sweep_command.run,
             "replay": session_commands.cmd_replay, "diff": session_commands.cmd_diff,
-            "models": models_command.run,
+            "models": models_command.run, "fetch": fetch_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
         if isinstance(exc, GroupError) and os.environ.get(RANK_VARIABLE, "0") != "0":

@@ -128,6 +128,7 @@ def request_config(request: Any) -> dict:
         "settings": request.settings.to_dict(),
         "warmup_tokens": request.warmup_tokens,
         "repeats": request.repeats,
+        "dtype": request.dtype,
     }
 
 

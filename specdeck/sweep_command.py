@@ -45,7 +45,11 @@ def _floats(value: str) -> list[float]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from specdeck.engines.families import FAMILIES
+
     p = sub.add_parser("sweep", help="sweep k / MTP depth / n-gram settings against plain")
+    p.add_argument("--family", choices=list(FAMILIES),
+                   help="a model family by name: its target and draft")
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
     p.add_argument("--draft", help="draft model (for sweeping the draft strategy; default "
@@ -222,9 +226,9 @@ def run(args: argparse.Namespace) -> int:
 def sweep_request(args: argparse.Namespace) -> SweepRequest:
     """The sweep the command line asks for, checked."""
     from specdeck.cli import group_from
-    from specdeck.engines.demo import default_models
+    from specdeck.engines.families import models_for
 
-    target, draft = default_models(args.target, args.draft)
+    target, draft = models_for(args.family, args.target, args.draft)
     request = SweepRequest(
         target=target, draft=draft, mtp_model=args.mtp_model,
         prompts=_prompts(args.prompt),

@@ -17,6 +17,12 @@ if str(_TESTS_DIR) not in sys.path:  # also works with --import-mode=importlib
 
 from specdeck.testing.tiny_models import build_family  # noqa: E402
 
+from specdeck.engines.families import cache_root  # noqa: E402
+
+#: Where ``specdeck fetch`` put the fetched families before the tests isolated the cache
+#: (``.ci/run`` fetches smollm2 first); ``tests/test_smollm2.py`` reads it from there.
+FETCHED_CACHE = cache_root()
+
 
 @pytest.fixture(scope="session")
 def tiny_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
@@ -41,3 +47,15 @@ def _sessions_saved_in_tmp(
     base = tmp_path_factory.getbasetemp()
     monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(base / "sessions"))
     monkeypatch.setenv("XDG_STATE_HOME", str(base / "state"))
+
+
+@pytest.fixture(autouse=True)
+def _empty_model_cache(
+    tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Tests see an empty model cache (no fetched family), so that what ``specdeck``
+    opens by default does not depend on the machine. A test that fetches into a cache
+    points ``SPECDECK_CACHE_DIR`` at its own folder."""
+    monkeypatch.setenv("SPECDECK_CACHE_DIR",
+                       str(tmp_path_factory.getbasetemp() / "empty-model-cache"))
+

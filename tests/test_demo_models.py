@@ -15,6 +15,7 @@ from specdeck.engines.demo import (
     CHECKOUT_DIR, DEMO_DIR, INSTALLED_DIR, default_models, demo_models, require_demo_models,
 )
 from specdeck.engines.errors import ModelError
+from specdeck.engines.families import SHIPPED_DRAFT_CHECKOUT, SHIPPED_DRAFT_INSTALLED
 from specdeck.engines.events import Trace
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.stats import compute_stats
@@ -116,8 +117,13 @@ def test_acceptance_matches_the_card_and_output_equals_plain(models, card, promp
         assert rate == pytest.approx(expected, abs=TOLERANCE), (name, prompt)
 
 
-def test_a_wheel_ships_every_file_of_the_family():
-    """pyproject's data-files put the family where engines.demo looks in a wheel install."""
+@pytest.mark.parametrize("folder, installed", [
+    (CHECKOUT_DIR, INSTALLED_DIR),
+    (SHIPPED_DRAFT_CHECKOUT, SHIPPED_DRAFT_INSTALLED),
+], ids=["demo", "smollm2-draft"])
+def test_a_wheel_ships_every_file_of_the_family(folder: Path, installed: Path):
+    """pyproject's data-files put every shipped model file where the code looks for it
+    in a wheel install (the demo family; the smollm2 draft's own weights)."""
     tomllib = pytest.importorskip("tomllib")  # Python 3.11+
     root = CHECKOUT_DIR.parent.parent
     data_files = tomllib.loads((root / "pyproject.toml").read_text())["tool"]["setuptools"][
@@ -126,10 +132,10 @@ def test_a_wheel_ships_every_file_of_the_family():
     for dest, patterns in data_files.items():
         for pattern in patterns:
             for path in root.glob(pattern):
-                shipped[path.relative_to(CHECKOUT_DIR)] = Path(dest) / path.name
-    assert set(shipped) == {p.relative_to(CHECKOUT_DIR) for p in CHECKOUT_DIR.rglob("*")
-                            if p.is_file()}
-    # Each lands at the same place under INSTALLED_DIR as under the checkout's directory.
-    prefix = Path("share/specdeck/models/demo")
-    assert INSTALLED_DIR.parts[-4:] == prefix.parts
+                if path.is_relative_to(folder):
+                    shipped[path.relative_to(folder)] = Path(dest) / path.name
+    assert set(shipped) == {p.relative_to(folder) for p in folder.rglob("*") if p.is_file()}
+    # Each lands at the same place under the installed folder as under the checkout's.
+    prefix = Path("share/specdeck/models") / folder.name
+    assert installed.parts[-4:] == prefix.parts
     assert all(dest == prefix / rel for rel, dest in shipped.items())

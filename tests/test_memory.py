@@ -55,12 +55,26 @@ def assert_within_25_percent(doc: dict) -> None:
     ("llama_target", "llama_draft", "plain,draft,ngram", ["-k", "3"]),
     ("hybrid_target", "hybrid_draft", "plain,draft,ngram", []),
     ("mtp_target", None, "plain,mtp", ["--depth", "2"]),
+    # A model drafting for itself is loaded once: its weights must count once.
+    ("llama_target", "llama_target", "plain,draft", ["-k", "2"]),
 ])
 def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path, target, draft,
                                                      strategies, extra) -> None:
     doc = measured(tmp_path, tiny_family[target], draft and tiny_family[draft], strategies,
                    "--max-tokens", "300", *extra)
     assert_within_25_percent(doc)
+
+
+def test_a_model_drafting_for_itself_counts_its_weights_once(tiny_family) -> None:
+    target = describe_dir(tiny_family["llama_target"])
+    other = describe_dir(tiny_family["llama_draft"])
+    settings = DecodeSettings()
+    own = estimate("draft", target, settings, 20, draft=target)
+    assert own.draft_weights == 0 and own.weights == target.weight_bytes
+    assert own.draft_cache > 0  # its second cache is real
+    assert estimate("draft", target, settings, 20, draft=other).draft_weights == other.weight_bytes
+    out = estimate_comparison(["plain", "draft"], target, settings, 20, draft=target)
+    assert out["plain"].other_models == 0 and out["draft"].other_models == 0
 
 
 @pytest.mark.slow

@@ -40,6 +40,9 @@ def test_the_wheel_installs_no_generic_top_level_package(wheel):
     for module in ("specdeck/engines/compare.py", "specdeck/tui/app.py",
                    "specdeck/tui/app.tcss", "specdeck/prompts/code.txt"):
         assert module in names
+    # The smollm2 draft's own layers travel too (the fetch assembles the rest).
+    for shipped in ("draft.safetensors", "config.json"):
+        assert any(n.endswith(f"share/specdeck/models/smollm2-draft/{shipped}") for n in names)
 
 
 def test_an_installed_wheel_runs_from_any_directory(wheel, tmp_path):

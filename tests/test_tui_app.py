@@ -390,3 +390,22 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
     assert not (tmp_path / "off").exists()
+
+
+@run_async
+async def test_the_fetch_hint_leads_the_status_line_but_not_a_race(tiny_family):
+    """Bare `specdeck` on the toy family says how to get a real model, in the status line
+    (first, so that 80 columns still show it); a race needs the room and drops it."""
+    hint = "toy models; a real one: specdeck fetch smollm2"
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), hint=hint)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        status = str(app.query_one("#status").render())
+        assert app.phase == "measured" and status.startswith(hint + " · measured")
+        await pilot.press("g")
+        await pilot.pause()
+        assert not str(app.query_one("#status").render()).startswith(hint)
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert str(app.query_one("#status").render()).startswith("measured")

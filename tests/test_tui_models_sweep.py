@@ -156,14 +156,15 @@ async def test_mtp_and_target_pickers(catalog):
         assert app.screen.query_one("#target", Input).value == str(catalog["other"].path)
 
 
-def test_the_catalog_includes_the_demo_family_and_named_directories(tmp_path, monkeypatch):
+def test_the_catalog_includes_the_families_and_named_directories(tmp_path, monkeypatch):
     model = tmp_path / "mine"
     model.mkdir()
     (model / "config.json").write_text("{}")
-    monkeypatch.setattr(model_picker, "demo_models", lambda: object())
+    families = {"demo": tmp_path / "demo", "smollm2": tmp_path / "smollm2"}
+    monkeypatch.setattr(model_picker, "family_roots", lambda: families)
     assert catalog_dirs({"target": str(model), "draft": "", "mtp_model": "org/x"}) == [
-        model_picker.DEMO_DIR, model]
-    monkeypatch.setattr(model_picker, "demo_models", lambda: None)
+        families["demo"], families["smollm2"], model]
+    monkeypatch.setattr(model_picker, "family_roots", dict)
     assert catalog_dirs({"target": "org/x", "draft": str(tmp_path)}) == []
 
 
@@ -401,3 +402,30 @@ def test_a_sweep_that_specdeck_wrote_replays(tiny_family, tmp_path, capsys):
     replayed = capsys.readouterr().out
     # The same table and recommendations as the sweep printed when it ran.
     assert replayed.endswith(written) and "draft k=2" in written
+
+
+@run_async
+async def test_picking_a_family_target_fills_its_draft(tiny_family, tmp_path, monkeypatch):
+    import shutil
+
+    root = tmp_path / "cache" / "families" / "smollm2"
+    shutil.copytree(tiny_family["llama_target"], root / "target")
+    shutil.copytree(tiny_family["llama_draft"], root / "draft")
+    monkeypatch.setenv("SPECDECK_CACHE_DIR", str(tmp_path / "cache"))
+    from specdeck.engines import catalog
+
+    # The families and the settings' folders only: not this machine's Hugging Face cache.
+    monkeypatch.setattr(model_picker, "find_models",
+                        lambda dirs=(), cache_dir=None, hub=True: catalog.find_models(dirs, hub=False))
+    app = SettingsHost(compare_request(tiny_family["hybrid_target"]))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        picker = await open_picker(app, pilot, "target")
+        names = [name for _, name in picker_rows(picker)]
+        assert {"demo target", "demo draft", "smollm2 target", "smollm2 draft"} <= set(names)
+        for _ in range(names.index("smollm2 target")):
+            await pilot.press("down")
+        await pilot.press("enter")
+        await pilot.pause()
+        assert app.screen.query_one("#target", Input).value == str(root / "target")
+        assert app.screen.query_one("#draft", Input).value == str((root / "draft").resolve())

@@ -45,24 +45,37 @@ def attributes(line: str) -> set[int]:
 
 
 class Terminal:
-    """One detached tmux session running a command."""
+    """One detached tmux session running a command, on a tmux server of its own (so a
+    server the user or another test started, with its own size options, cannot resize
+    it) and pinned to ``width`` x ``height``."""
 
     def __init__(self, command: list[str], width: int, height: int) -> None:
         self.name = f"specdeck-smoke-{uuid.uuid4().hex[:8]}"
+        self.tmux = ["tmux", "-L", self.name, "-f", os.devnull]
         env = {**os.environ, "TERM": "xterm-256color", "COLORTERM": "truecolor"}
-        env.pop("PYTEST_CURRENT_TEST", None)
+        # COLUMNS / LINES (set in pytest-xdist's workers) would override the terminal's
+        # real size for the app (shutil.get_terminal_size reads them first).
+        for name in ("PYTEST_CURRENT_TEST", "TMUX", "COLUMNS", "LINES"):
+            env.pop(name, None)
         subprocess.run(
-            ["tmux", "new-session", "-d", "-s", self.name, "-x", str(width), "-y", str(height),
-             " ".join(f"'{part}'" for part in command)],
+            [*self.tmux, "new-session", "-d", "-s", self.name, "-x", str(width),
+             "-y", str(height), " ".join(f"'{part}'" for part in command)],
             check=True, env=env,
         )
+        self.run("set-option", "-t", self.name, "window-size", "manual")
+        self.run("resize-window", "-t", self.name, "-x", str(width), "-y", str(height))
+        size = self.run("display", "-p", "-t", self.name, "#{window_width}x#{window_height}")
+        assert size.strip() == f"{width}x{height}", f"tmux gave {size.strip()}"
+
+    def run(self, *args: str) -> str:
+        """One tmux command against this terminal's server; its stdout."""
+        return subprocess.run([*self.tmux, *args], capture_output=True, text=True).stdout
 
     def capture(self, colours: bool = False) -> str:
-        args = ["tmux", "capture-pane", "-p", "-t", self.name] + (["-e"] if colours else [])
-        return subprocess.run(args, capture_output=True, text=True).stdout
+        return self.run("capture-pane", "-p", "-t", self.name, *(["-e"] if colours else []))
 
     def keys(self, *keys: str) -> None:
-        subprocess.run(["tmux", "send-keys", "-t", self.name, *keys], check=True)
+        subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def wait_for(self, text: str, timeout: float = 120.0) -> str:
         deadline = time.monotonic() + timeout
@@ -83,12 +96,11 @@ class Terminal:
             time.sleep(0.1)
 
     def alive(self) -> bool:
-        return subprocess.run(["tmux", "has-session", "-t", self.name],
+        return subprocess.run([*self.tmux, "has-session", "-t", self.name],
                               capture_output=True).returncode == 0
 
     def close(self) -> None:
-        if self.alive():
-            subprocess.run(["tmux", "kill-session", "-t", self.name], check=False)
+        subprocess.run([*self.tmux, "kill-server"], capture_output=True, check=False)
 
 
 def test_specdeck_in_tmux_shows_styled_tokens_in_every_pane(tiny_family):
@@ -143,18 +155,16 @@ def test_a_hostile_session_sends_no_escape_to_the_terminal(tmp_path):
     term = Terminal(command, width=160, height=45)
     try:
         term.wait_for("race finished")
-        title = subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_title}"],
-                               capture_output=True, text=True).stdout
+        title = term.run("display", "-p", "-t", term.name, "#{pane_title}")
         for keys in ("i", "n", "o", "Down"):
             term.keys(keys)
             time.sleep(0.5)
         term.wait_for("sessions · enter")
         screen = term.wait_for("[@click=app.quit]quit[/]")  # the preview, once drawn
         assert "␛]52;c;cHduZWQ=␇" in screen
-        after = subprocess.run(["tmux", "display", "-p", "-t", term.name, "#{pane_title}"],
-                               capture_output=True, text=True).stdout
+        after = term.run("display", "-p", "-t", term.name, "#{pane_title}")
         assert "pwned" not in title + after and after == title
-        buffers = subprocess.run(["tmux", "list-buffers"], capture_output=True, text=True)
-        assert "cHduZWQ" not in buffers.stdout and "pwned" not in buffers.stdout
+        buffers = term.run("list-buffers")
+        assert "cHduZWQ" not in buffers and "pwned" not in buffers
     finally:
         term.close()

@@ -220,6 +220,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         sessions_dir: "Path | None" = None,
         save_sessions: bool = True,
         in_process: bool = False,
+        hint: str | None = None,
     ) -> None:
         """Every live run is saved as a session into ``sessions_dir`` (default: the
         sessions folder) unless ``save_sessions`` is false. Live runs are measured in an
@@ -229,7 +230,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         injected (tests gate the clock to hold a run mid-way). ``wall_clock`` drives the
         race, injectable so snapshots are deterministic. ``memory_estimates`` (a
         replay's, per strategy) are shown next to each pane's measured peak; a live run
-        makes its own."""
+        makes its own. ``hint`` (a few words, e.g. how to fetch a real model) leads the
+        status line of live runs, except while racing."""
         if (request is None) == (traces is None):
             raise ValueError("give either a request (live) or traces (replay)")
         if not in_process and (store is not None or clock is not time.perf_counter):
@@ -274,6 +276,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         #: Runs whose session did not land in the sessions folder, as one line each:
         #: said again when the app closes (``run_app`` returns them).
         self.save_problems: list[str] = []
+        #: A few words that lead the status line (how to fetch a real model).
+        self.hint = hint
 
     # -- layout ------------------------------------------------------------------------
 
@@ -337,7 +341,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
         text = self._silence or self.status_text
-        self.query_one("#status", FixedText).text = visible(f"{text}   [{' · '.join(flags)}]")
+        lead = f"{self.hint} · " if self.hint and self.phase not in (Phase.RACING, Phase.RACED) else ""
+        self.query_one("#status", FixedText).text = visible(f"{lead}{text}   [{' · '.join(flags)}]")
 
     def watch_status_text(self) -> None:
         self._show_status()
@@ -872,6 +877,7 @@ def run_app(
     measured: dict[str, list[float]] | None = None,
     sessions_dir: "Path | None" = None,
     save_sessions: bool = True,
+    hint: str | None = None,
 ) -> list[str]:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
@@ -883,6 +889,6 @@ def run_app(
     """
     app = SpecdeckApp(request, traces, settings=settings, title=title,
                       memory_estimates=memory_estimates, measured=measured,
-                      sessions_dir=sessions_dir, save_sessions=save_sessions)
+                      sessions_dir=sessions_dir, save_sessions=save_sessions, hint=hint)
     app.run()
     return app.save_problems

@@ -11,7 +11,7 @@ touches the network.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from textual import on, work
@@ -23,8 +23,8 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
 from specdeck.engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
-from specdeck.engines.demo import DEMO_DIR, demo_models
 from specdeck.engines.errors import ModelError
+from specdeck.engines.families import family_roots, member_of
 from specdeck.engines.formatting import byte_size, parameters_text, plural, quant_text
 from specdeck.literal import literal
 
@@ -87,9 +87,9 @@ def rank_choices(role: str, models: list[ModelInfo], target: ModelInfo | None) -
 
 
 def catalog_dirs(fields: dict[str, str]) -> list[Path]:
-    """Where to look besides the Hugging Face cache: the demo family and every settings
-    field that names a model directory."""
-    dirs = [DEMO_DIR] if demo_models() is not None else []
+    """Where to look besides the Hugging Face cache: the model families here (the demo
+    family, smollm2 once fetched) and every settings field that names a model directory."""
+    dirs = list(family_roots().values())
     for value in fields.values():
         path = Path(value.strip()).expanduser() if value.strip() else None
         if path is not None and (path / "config.json").is_file():
@@ -98,9 +98,13 @@ def catalog_dirs(fields: dict[str, str]) -> list[Path]:
 
 
 def list_models(fields: dict[str, str]) -> list[ModelInfo]:
-    """``find_models`` over ``catalog_dirs`` and the cache, each model once."""
+    """``find_models`` over ``catalog_dirs`` and the cache, each model once; a family's
+    members named by family (``smollm2 target``), not by their folders' names."""
     unique: list[ModelInfo] = []
     for m in find_models(catalog_dirs(fields)):
+        member = member_of(m.path)
+        if member is not None:
+            m = replace(m, name=" ".join(member))
         if not any(_same(m, u) for u in unique):
             unique.append(m)
     return unique

@@ -7,6 +7,8 @@ allowed, and its message is shown in the dialog instead of closing it.
 from __future__ import annotations
 
 from dataclasses import replace
+from pathlib import Path
+
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -16,6 +18,7 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from specdeck.engines.config import field_default
 from specdeck.engines.errors import SettingsError
+from specdeck.engines.families import member_of
 from specdeck.engines.requests import CompareRequest, GroupSpec
 from specdeck.literal import literal
 from specdeck.prompts import load_prompts
@@ -194,8 +197,13 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
         fields = {key: self.query_one(f"#{key}", Input).value for key in ROLES}
 
         def fill(value: str | None) -> None:
-            if value is not None:
-                self.query_one(f"#{role}", Input).value = value
+            if value is None:
+                return
+            self.query_one(f"#{role}", Input).value = value
+            member = member_of(value) if role == "target" else None
+            if member is not None:  # a family's target: its draft goes with it
+                draft = Path(value).expanduser().resolve().parent / "draft"
+                self.query_one("#draft", Input).value = str(draft)
 
         self.app.push_screen(ModelPicker(role, fields), fill)
 
