@@ -126,7 +126,7 @@ def _import_tui(what: str):
 
 def _open_app(session) -> int:
     run_app = _import_tui("session").run_app
-    run_app(traces=session.traces, settings=session.settings,
+    run_app(traces=session.traces, settings=session.settings, prompt=session.prompt,
             memory_estimates=session.memory_estimates, title=session.replay_title)
     return 0
 

@@ -316,7 +316,9 @@ async def test_race_replays_in_sync_from_each_start(tiny_family):
 
 @run_async
 async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family):
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    # Three panes side by side would be 30 columns each: they stack instead.
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8,
+                                   strategies=("plain", "draft", "ngram")))
     async with app.run_test(size=(90, 50)) as pilot:
         await settle(app, pilot)
         plain, draft = app.pane("plain").region, app.pane("draft").region
@@ -328,10 +330,10 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family)
         assert {"specdeck.restart", "specdeck.cancel", "specdeck.step"} <= keys
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
-    wide = SpecdeckApp(make_request(tiny_family, max_tokens=8))
-    async with wide.run_test(size=(160, 40)) as pilot:
-        await settle(wide, pilot)
-        assert wide.pane("draft").region.x > wide.pane("plain").region.x  # side by side
+    two = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    async with two.run_test(size=(80, 40)) as pilot:  # two panes of 40 columns fit
+        await settle(two, pilot)
+        assert two.pane("draft").region.x > two.pane("plain").region.x  # side by side
 
 
 @run_async

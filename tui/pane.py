@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import re
 
+from textual import events
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.binding import Binding
+from textual.containers import Container, Vertical
 
 from specdeck.engines.events import Done, Event, Round
 from specdeck.engines.stats import Stats
@@ -22,6 +24,9 @@ from specdeck.tui.token_view import TokenView, round_tokens
 _ID_SAFE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 #: Characters of a status (a run's error) shown in the pane's bottom border.
 STATUS_CHARS = 200
+#: Panes narrower than this (columns, borders included) are stacked instead: at 40, every
+#: figure of a strip still fits in a few lines.
+MIN_PANE_WIDTH = 40
 
 
 def pane_id(strategy: str) -> str:
@@ -34,7 +39,17 @@ def pane_id(strategy: str) -> str:
 
 
 class StrategyPane(Vertical, can_focus=True):
-    """Text and statistics of one strategy; focus a pane to step or inspect it."""
+    """Text and statistics of one strategy; focus a pane to step, inspect or scroll it."""
+
+    BINDINGS = [
+        Binding("up", "scroll_lines(-1)", "Scroll up", show=False, id="pane.line_up"),
+        Binding("down", "scroll_lines(1)", "Scroll down", show=False, id="pane.line_down"),
+        Binding("pageup", "scroll_pages(-1)", "Page up", show=False, id="pane.page_up"),
+        Binding("pagedown", "scroll_pages(1)", "Page down", show=False, id="pane.page_down"),
+        Binding("home", "scroll_home", "Start of the text", show=False, id="pane.home"),
+        Binding("end", "scroll_end", "End of the text (and follow it)", show=False,
+                id="pane.end"),
+    ]
 
     def __init__(self, strategy: str, detail: str = "") -> None:
         super().__init__(id=pane_id(strategy), classes="pane")
@@ -50,6 +65,29 @@ class StrategyPane(Vertical, can_focus=True):
     def compose(self) -> ComposeResult:
         yield TokenView()
         yield StatsStrip(is_baseline=self.strategy == "plain")
+
+    def on_resize(self, event: events.Resize) -> None:
+        size = self.content_size
+        self.strip.fit(size.width, size.height)
+        if isinstance(self.parent, Panes):
+            self.parent.level_strips()
+
+    # -- scrolling the text (the view posts TokenView.Scrolled: linked panes follow) ----
+
+    def action_scroll_lines(self, lines: int) -> None:
+        view = self.view
+        view.scroll_to(y=view.scroll_y + lines, animate=False, immediate=True)
+
+    def action_scroll_pages(self, pages: int) -> None:
+        view = self.view
+        page = max(view.scrollable_content_region.height - 1, 1)
+        view.scroll_to(y=view.scroll_y + pages * page, animate=False, immediate=True)
+
+    def action_scroll_home(self) -> None:
+        self.view.scroll_to(y=0, animate=False, immediate=True)
+
+    def action_scroll_end(self) -> None:
+        self.view.anchor()  # the end, and follow it from there
 
     @property
     def view(self) -> TokenView:
@@ -143,3 +181,24 @@ class StrategyPane(Vertical, can_focus=True):
     def refresh_stats(self, baseline_tokens_per_s: float | None) -> Stats:
         """Draw the statistics of the events shown (``baseline``: plain's tokens/s)."""
         return self.strip.show(baseline_tokens_per_s, self.memory_estimate)
+
+
+class Panes(Container):
+    """The panes side by side, or stacked (class ``-stacked``) where side by side would
+    leave each narrower than ``MIN_PANE_WIDTH``."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.arrange_panes()
+
+    def arrange_panes(self) -> None:
+        count = len(self.children)
+        self.set_class(count > 1 and self.size.width < count * MIN_PANE_WIDTH, "-stacked")
+        self.level_strips()
+
+    def level_strips(self) -> None:
+        """Side by side, every strip takes as many lines as the tallest needs, so the
+        same figure sits on the same row in every pane; stacked, each its own."""
+        strips = [pane.strip for pane in self.query_children(StrategyPane)]
+        level = 0 if self.has_class("-stacked") else max((s.needed for s in strips), default=0)
+        for strip in strips:
+            strip.level_with(level)

@@ -8,12 +8,14 @@ lines, so appending costs the same at token 5 and at token 5,000 (``Static`` and
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from typing import Iterable
 
 from rich.cells import cell_len, get_character_cell_size
 from rich.segment import Segment
 from rich.style import Style
 from textual.geometry import Size
+from textual.message import Message
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
@@ -23,6 +25,11 @@ from specdeck.visible import printable
 
 #: Token kinds, in legend order. ``target``: plain decoding's own token.
 KINDS = ("target", "accepted", "rejected", "correction", "bonus")
+#: A newline inside a rejected draft: shown, never a line break (the text that was kept
+#: goes on where the draft was proposed, on the same line).
+REJECTED_NEWLINE = "↵"
+#: Views at least this tall jump-scroll by half a view (see ``TokenView._fit``).
+JUMP_SCROLL_LINES = 8
 
 
 def round_tokens(event: Round) -> list[tuple[str, str]]:
@@ -36,7 +43,17 @@ def round_tokens(event: Round) -> list[tuple[str, str]]:
 
 
 class TokenView(ScrollView, can_focus=False):
-    """Streaming, wrapped, token-coloured text; rejected drafts can be hidden."""
+    """Streaming, wrapped, token-coloured text; rejected drafts can be hidden. It follows
+    the end of the text until it is scrolled away from it, and again once scrolled back
+    to the end."""
+
+    class Scrolled(Message):
+        """A person scrolled the view (keys or wheel), not the stream: linked panes
+        follow it."""
+
+        def __init__(self, view: "TokenView") -> None:
+            super().__init__()
+            self.view = view
 
     COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS}
 
@@ -50,6 +67,12 @@ class TokenView(ScrollView, can_focus=False):
         self._tokens: list[tuple[str, str]] = []
         #: Wrapped lines, each a list of (text, kind) runs.
         self._lines: list[list[tuple[str, str]]] = [[]]
+        #: Per wrapped line, the tokens kept (rejected drafts left out) before it: the
+        #: token position that links the panes' scrolling.
+        self._line_starts: list[int] = [0]
+        self._kept = 0
+        #: Scrolling done here (following the stream, linking), not by a person.
+        self._scrolling_itself = False
         self._last_width = 0  # cells used on the open last line
         self._wrap_width = 0
         self._show_rejected = True
@@ -108,14 +131,19 @@ class TokenView(ScrollView, can_focus=False):
     # -- wrapping ----------------------------------------------------------------------
 
     def _place(self, text: str, kind: str) -> None:
+        if kind == "rejected":
+            text = text.replace("\n", REJECTED_NEWLINE)
         for i, part in enumerate(text.split("\n")):
             if i:
                 self._new_line()
             if part:
                 self._put(part, kind)
+        if kind != "rejected":
+            self._kept += 1
 
     def _new_line(self) -> None:
         self._lines.append([])
+        self._line_starts.append(self._kept)
         self._last_width = 0
 
     def _put(self, part: str, kind: str) -> None:
@@ -158,6 +186,8 @@ class TokenView(ScrollView, can_focus=False):
 
     def _rewrap(self) -> None:
         self._lines = [[]]
+        self._line_starts = [0]
+        self._kept = 0
         self._last_width = 0
         for text, kind in self._tokens:
             if self._show_rejected or kind != "rejected":
@@ -178,16 +208,58 @@ class TokenView(ScrollView, can_focus=False):
         When the text reaches the bottom it jump-scrolls, as xterm does: the last line
         moves to the middle, so the next half view of lines arrives without scrolling.
         Scrolling repaints the whole view, which costs a measured run CPU: at most once
-        per half view, not once per line.
+        per half view, not once per line. A view of a few lines (a short terminal)
+        scrolls line by line instead: half of it would be most of what it shows.
         """
         lines = len(self._lines)
         view = self.scrollable_content_region.height
-        height = lines + view // 2 if lines > view else max(view, lines)
+        room = view // 2 if view >= JUMP_SCROLL_LINES else 0
+        height = lines + room if lines > view else max(view, lines)
         if self.virtual_size.height != height:
             self._grow(Size(self._wrap_width, height))
         self.refresh()
-        if self.is_anchored and lines > view:
-            self.scroll_end(immediate=True, animate=False)
+        if self.following and lines > view:
+            self._scrolling_itself = True
+            try:
+                self.scroll_end(immediate=True, animate=False)
+            finally:
+                self._scrolling_itself = False
+
+    @property
+    def following(self) -> bool:
+        """The view follows the end of the text: it was not scrolled away from it.
+        (Textual's ``scroll_end`` re-anchors a released anchor, so it is called only
+        while this holds; ``_anchor_released`` has no public name in Textual 8.)"""
+        return self.is_anchored and not getattr(self, "_anchor_released", False)
+
+    # -- scrolling by token position -----------------------------------------------------
+
+    @property
+    def top_position(self) -> int:
+        """The token position (tokens kept before it) of the first line in view."""
+        line = min(round(self.scroll_y), len(self._line_starts) - 1)
+        return self._line_starts[max(line, 0)]
+
+    def scroll_to_position(self, position: int | None) -> None:
+        """Bring the line holding token ``position`` to the top (another pane's view
+        scrolled there); None, or a line past the last top line: go to the end of the
+        text and follow it."""
+        line = None if position is None else bisect_right(self._line_starts, position) - 1
+        self._scrolling_itself = True
+        try:
+            if line is None or line >= self.max_scroll_y:
+                self.anchor()
+            else:
+                self.scroll_to(y=line, animate=False, immediate=True)
+        finally:
+            self._scrolling_itself = False
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if self.is_anchored and not self.following and new >= self.max_scroll_y:
+            self.anchor()  # scrolled back to the end: follow it again
+        if not self._scrolling_itself and round(old) != round(new):
+            self.post_message(self.Scrolled(self))
 
     def _grow(self, size: Size) -> None:
         """Set the scrollable size. Assigning ``virtual_size`` lays out the whole screen
