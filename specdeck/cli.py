@@ -21,6 +21,7 @@ from specdeck.engines.config import (
 from specdeck.engines.errors import ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
 from specdeck.engines.requests import CompareRequest
+from specdeck.prompts import DEFAULT_PROMPT
 from specdeck import models_command, session_commands, sweep_command
 from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
 from specdeck.diff import DiffError
@@ -45,8 +46,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "--strategies", default="plain,draft",
         help="comma-separated, run in this order (plain, draft, mtp, ngram)",
     )
-    p.add_argument("--prompt", required=True,
-                   help="prompt text, a prompt file, or a folder or JSONL file holding one")
+    p.add_argument("--prompt",
+                   help="prompt text, a prompt file, or a folder or JSONL file holding one "
+                   f"(default: the built-in {DEFAULT_PROMPT!r} prompt, as bare specdeck)")
     p.add_argument("-k", "--num-draft-tokens", type=int, default=SETTINGS.num_draft_tokens,
                    help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default %(default)s)")
     p.add_argument("--depth", type=int, default=SETTINGS.mtp_depth,
@@ -129,7 +131,7 @@ def settings_from(args: argparse.Namespace) -> DecodeSettings:
 def cmd_compare(args: argparse.Namespace) -> int:
     from specdeck.engines.compare import run_compare
     from specdeck.engines.demo import default_models
-    from specdeck.prompts import read_prompt
+    from specdeck.prompts import get_prompt, read_prompt
     from specdeck.session import result_document
 
     target, draft = default_models(args.target, args.draft)
@@ -139,7 +141,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         mtp_model=args.mtp_model,
         revision=args.revision,
         strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
-        prompt=read_prompt(args.prompt),
+        prompt=get_prompt().text if args.prompt is None else read_prompt(args.prompt),
         settings=settings_from(args),
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,

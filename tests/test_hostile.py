@@ -9,7 +9,6 @@ whatever its strategies are called.
 
 from __future__ import annotations
 
-import io
 import json
 import tempfile
 from pathlib import Path
@@ -17,7 +16,6 @@ from pathlib import Path
 import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from rich.console import Console
 from textual.widgets import DataTable, Input
 
 from hostile import (
@@ -35,7 +33,7 @@ from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.sweep_view import SweepApp
 from specdeck.visible import printable, visible
-from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.pilot import run_async, screen_text, settle
 
 #: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8).
 FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode())
@@ -154,14 +152,6 @@ def test_models_lists_hostile_names_literally(tmp_path, capsys) -> None:
 
 
 # --- the app --------------------------------------------------------------------------------
-
-
-def screen_text(app) -> str:
-    """What the screen shows, as text (what the terminal would be sent, styles left out)."""
-    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(),
-                      record=True, force_terminal=False, legacy_windows=False)
-    console.print(app.screen._compositor.render_update(full=True))
-    return console.export_text(styles=False)
 
 
 def replay(text: str, names: list[str]) -> SpecdeckApp:

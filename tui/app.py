@@ -21,12 +21,13 @@ import time
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header
 
@@ -42,14 +43,15 @@ from specdeck.engine_host import (
 )
 from specdeck.playback import Playback, Schedule, next_speed
 from specdeck.session import SCHEMA_VERSION, Session
-from specdeck.session_store import default_sessions_dir
+from specdeck.session_store import default_sessions_dir, why_not
+from specdeck.tui.commands import SpecdeckCommands
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.fixed_text import FixedText
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.legend import Legend
 from specdeck.tui.messages import DecoderRead, FromEngine
-from specdeck.tui.pane import Panes, StrategyPane
+from specdeck.tui.pane import Panes, StrategyPane, pane_detail
 from specdeck.tui.prompt_line import PromptLine
 from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.session_browser import SessionBrowser
@@ -64,15 +66,6 @@ RACE_FPS = 30
 LIVE_STATS_INTERVAL = 0.25
 #: The target's top alternatives recorded per position, for the inspector.
 INSPECTOR_ALTERNATIVES = 5
-
-
-def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
-    """The setting that defines a strategy, for its pane title; none while the settings
-    are unknown (a session that does not record them)."""
-    if settings is None:
-        return ""
-    return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
-            "ngram": f"n={settings.ngram_n}"}.get(strategy, "")
 
 
 def pieces_by_token(traces: dict[str, Trace]) -> dict[int, str]:
@@ -158,6 +151,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "specdeck"
+    COMMANDS = App.COMMANDS | {SpecdeckCommands}
     #: Under 30 rows the header's row goes to the panes (``-short`` in app.tcss).
     VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
 
@@ -714,8 +708,15 @@ class SpecdeckApp(LiteralNotify, App[None]):
     # -- settings ----------------------------------------------------------------------
 
     def _live_only(self) -> bool:
+        """Keys that change what is measured do so only while live runs are shown: a
+        saved session's settings are what it recorded (they say so, and never leave it
+        silently)."""
         if self.request is None:
             self.notify("a replay's settings are fixed; run it again with specdeck compare")
+            return False
+        if isinstance(self.source, ReplaySource):
+            self.notify("a saved session is shown: its settings are what it recorded · "
+                        "s: settings, then ctrl+s to measure live again")
             return False
         return True
 
@@ -739,7 +740,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         await self._change_drafts(-1)
 
     def action_settings(self) -> None:
-        if not self._live_only():
+        if self.request is None:
+            self._live_only()
             return
 
         async def apply(request: CompareRequest | None) -> None:
@@ -747,7 +749,10 @@ class SpecdeckApp(LiteralNotify, App[None]):
                 self.request = request
                 await self.start_run()
 
-        self.push_screen(SettingsScreen(self.request), apply)
+        screen = (SettingsScreen(self.request) if isinstance(self.source, LiveSource) else
+                  SettingsScreen(self.request, "Settings — ctrl+s leaves the saved session "
+                                 "and measures live"))
+        self.push_screen(screen, apply)
 
     # -- sessions and diffs ------------------------------------------------------------
 
@@ -760,7 +765,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
 
     async def open_session(self, session: Session) -> None:
         """Replay a saved session in the panes, as ``specdeck replay`` does. A live run is
-        cancelled; ``s``, ``[`` or ``]`` go back to live runs."""
+        cancelled; the settings (``s``, then ctrl+s) go back to live runs."""
         self._drop_run()
         self.source = ReplaySource(session.traces, session.settings, session.prompt)
         self.query_one(PromptLine).show(session.prompt)
@@ -790,6 +795,39 @@ class SpecdeckApp(LiteralNotify, App[None]):
         run = Session(SCHEMA_VERSION, "compare", "", False, {}, {}, traces)
         label = self.sub_title or "this run"
         self.push_screen(DiffScreen(diff_sessions(run, run, pairs, label, label), traces))
+
+    async def use_strategies(self, strategies: list[str]) -> None:
+        """Measure these strategies live, other settings unchanged (a preset of the
+        command palette)."""
+        if self.request is None:
+            self._live_only()
+            return
+        self.request = replace(self.request, strategies=strategies)
+        self.notify(f"measuring {', '.join(strategies)}")
+        await self.start_run()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands, but a screenshot goes where it can be written, and says
+        where (Textual's own writes to ~/Downloads, and fails where it is missing)."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Screenshot":
+                yield command
+        yield SystemCommand("Screenshot", "Save an SVG of the screen in the sessions "
+                            "folder (else the current one)", self.action_save_screenshot)
+
+    def action_save_screenshot(self) -> None:
+        folders = [self.sessions_dir or default_sessions_dir(), Path.cwd()]
+        problems = []
+        for folder in folders:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = self.save_screenshot(path=str(folder))
+            except OSError as exc:
+                problems.append(f"{folder} ({why_not(exc)})")
+                continue
+            self.notify(f"screenshot saved to {path}")
+            return
+        self.notify(f"cannot save the screenshot in {' nor '.join(problems)}", severity="error")
 
     def action_help(self) -> None:
         self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))

@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 
+from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import Done, Event, Round
 from specdeck.engines.stats import Stats
 from specdeck.literal import literal
@@ -27,6 +28,15 @@ STATUS_CHARS = 200
 #: Panes narrower than this (columns, borders included) are stacked instead: at 40, every
 #: figure of a strip still fits in a few lines.
 MIN_PANE_WIDTH = 40
+
+
+def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
+    """The setting that defines a strategy, for its pane title; none while the settings
+    are unknown (a session that does not record them)."""
+    if settings is None:
+        return ""
+    return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
+            "ngram": f"n={settings.ngram_n}"}.get(strategy, "")
 
 
 def pane_id(strategy: str) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import io
 from typing import Any, Awaitable, Callable
 
 
@@ -28,3 +29,14 @@ async def settle(app: Any, pilot: Any, timeout: float = 120.0) -> None:
     await app.workers.wait_for_complete()
     await pilot.pause()
     await pilot.pause()
+
+
+def screen_text(app: Any) -> str:
+    """What the screen shows, as text (what the terminal would be sent, styles left out):
+    what a person reads, cut where the screen cuts it."""
+    from rich.console import Console
+
+    console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(),
+                      record=True, force_terminal=False, legacy_windows=False)
+    console.print(app.screen._compositor.render_update(full=True))
+    return console.export_text(styles=False)
