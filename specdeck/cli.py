@@ -23,7 +23,9 @@ from specdeck.engines.formatting import percent, plural, rate, times
 from specdeck.engines.requests import CompareRequest
 from specdeck.prompts import DEFAULT_PROMPT
 from specdeck import models_command, session_commands, sweep_command
-from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
+from specdeck.exit_status import (
+    EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE,
+)
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
 from specdeck.visible import MESSAGE_CHARS, visible
@@ -62,13 +64,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="tokens to generate at most (default %(default)s)")
     p.add_argument("--temp", type=float, default=SAMPLING.temperature,
                    help="temperature; 0 is greedy (default %(default)s)")
-    p.add_argument("--top-p", type=float, default=SAMPLING.top_p)
-    p.add_argument("--top-k", type=int, default=SAMPLING.top_k)
-    p.add_argument("--min-p", type=float, default=SAMPLING.min_p)
+    p.add_argument("--top-p", type=float, default=SAMPLING.top_p,
+                   help="sample from the most likely tokens holding this much probability "
+                   "(1.0: all)")
+    p.add_argument("--top-k", type=int, default=SAMPLING.top_k,
+                   help="sample from the k most likely tokens (0: all)")
+    p.add_argument("--min-p", type=float, default=SAMPLING.min_p,
+                   help="drop tokens less likely than this share of the likeliest (0: none)")
     p.add_argument("--seed", type=int, default=SAMPLING.seed,
                    help="0 to 2**64 - 1 (default %(default)s)")
     p.add_argument("--max-kv-size", type=int, default=SETTINGS.max_kv_size,
-                   help="bound the KV cache (rotating window)")
+                   help="bound the KV cache (rotating window; default: unbounded)")
     p.add_argument("--alternatives", type=int, default=SETTINGS.alternatives,
                    help="record the target's top-N alternatives at each position "
                    f"(0..{MAX_ALTERNATIVES}; default %(default)s)")
@@ -90,12 +96,43 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                       help="feed the prompt as is (default when there is no chat template)")
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it names it already or has
+    none to name."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text
+                or any(action.default is none for none in (None, False, argparse.SUPPRESS))):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+class Parser(argparse.ArgumentParser):
+    """specdeck's parsers (the subcommands' too): defaults shown in ``--help``."""
+
+    def __init__(self, *args, formatter_class: type = DefaultsShown, **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("specdeck")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="specdeck",
         description="Compare LLM decoding strategies side by side: plain, draft-model "
-        "speculation, MTP and prompt lookup.",
+        "speculation, MTP and prompt lookup. Bare specdeck opens the playground on the "
+        "built-in demo models (plain, draft and MTP on the default prompt); the commands "
+        "below run your own models, headless or in the playground.",
     )
+    parser.add_argument("--version", action="version", version=f"specdeck {_version()}")
     sub = parser.add_subparsers(dest="command")
     compare = sub.add_parser("compare", help="run strategies one after another on one prompt")
     _add_run_options(compare)
@@ -278,17 +315,24 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         args.command = "playground"
     try:
-        return {
+        status = {
             "compare": cmd_compare, "playground": cmd_playground, "sweep": sweep_command.run,
             "replay": session_commands.cmd_replay, "diff": session_commands.cmd_diff,
             "models": models_command.run,
         }[args.command](args)
+        sys.stdout.flush()  # here, where a broken pipe is caught, not at exit
+        return status
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
         print(f"specdeck: error: {visible(str(exc), MESSAGE_CHARS)}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader left (specdeck ... | head): stop quietly. What is still buffered
+        # goes nowhere, so flushing it at exit raises nothing either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 def entry() -> None:
