@@ -93,6 +93,11 @@ def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareReques
     return new
 
 
+class FormBody(VerticalScroll, can_focus=False):
+    """The dialog's body: it scrolls to the focused field (a short terminal shows part of
+    the form) and never takes the focus itself, so tab goes from field to field."""
+
+
 class SettingsScreen(ModalScreen[CompareRequest | None]):
     """Edit and apply (ctrl+s) or leave unchanged (escape). The form scrolls to the
     focused field, and a refused value is said at the top, in view; under 100 columns
@@ -118,7 +123,7 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
             (key for key, p in self.prompts.items() if p.text == self.request.prompt),
             Select.NULL,
         )
-        with VerticalScroll(id="settings-body"):
+        with FormBody(id="settings-body"):
             yield Static(self.title_text, classes="dialog-title")
             yield Label("", id="settings-error")
             yield Select(

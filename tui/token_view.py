@@ -8,7 +8,7 @@ lines, so appending costs the same at token 5 and at token 5,000 (``Static`` and
 
 from __future__ import annotations
 
-from bisect import bisect_right
+from bisect import bisect_left
 from typing import Iterable
 
 from rich.cells import cell_len, get_character_cell_size
@@ -235,6 +235,11 @@ class TokenView(ScrollView, can_focus=False):
     # -- scrolling by token position -----------------------------------------------------
 
     @property
+    def line_positions(self) -> list[int]:
+        """Per wrapped line, the token position it starts at (tokens kept before it)."""
+        return list(self._line_starts)
+
+    @property
     def top_position(self) -> int:
         """The token position (tokens kept before it) of the first line in view."""
         line = min(round(self.scroll_y), len(self._line_starts) - 1)
@@ -244,7 +249,7 @@ class TokenView(ScrollView, can_focus=False):
         """Bring the line holding token ``position`` to the top (another pane's view
         scrolled there); None, or a line past the last top line: go to the end of the
         text and follow it."""
-        line = None if position is None else bisect_right(self._line_starts, position) - 1
+        line = None if position is None else self._line_of(position)
         self._scrolling_itself = True
         try:
             if line is None or line >= self.max_scroll_y:
@@ -253,6 +258,13 @@ class TokenView(ScrollView, can_focus=False):
                 self.scroll_to(y=line, animate=False, immediate=True)
         finally:
             self._scrolling_itself = False
+
+    def _line_of(self, position: int) -> int:
+        """The first wrapped line that holds token ``position`` (a token with newlines
+        spans several lines)."""
+        starts = self._line_starts
+        line = bisect_left(starts, position)
+        return line if line < len(starts) and starts[line] == position else max(line - 1, 0)
 
     def watch_scroll_y(self, old: float, new: float) -> None:
         super().watch_scroll_y(old, new)
