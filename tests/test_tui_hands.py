@@ -54,6 +54,13 @@ def replay_of(path: Path, **kwargs) -> SpecdeckApp:
                        title=session.replay_title, wall_clock=lambda: 0.0, **kwargs)
 
 
+async def raced(app: SpecdeckApp, pilot) -> None:
+    """The replay's race run to its end: every pane shows its whole run."""
+    await pilot.pause()
+    app.seek_race(1e9)
+    await pilot.pause()
+
+
 def inside(app: SpecdeckApp, region: Region) -> list[str]:
     """The screen's rows within ``region`` (a pane, a dialog), as a person reads them."""
     rows = screen_text(app).splitlines()
@@ -116,9 +123,7 @@ async def test_four_panes_show_each_acceptance_at_every_size(size):
     160 columns every figure is (and at 80x24, speed and speedup too)."""
     app = replay_of(EXAMPLES / "code-all-strategies.json")
     async with app.run_test(size=size) as pilot:
-        await pilot.pause()
-        app.seek_race(1e9)  # the end: every figure known
-        await pilot.pause()
+        await raced(app, pilot)  # the end: every figure known
         assert [p.strategy for p in app.panes] == ["plain", "draft", "mtp", "ngram"]
         for pane in app.panes:
             seen = inside(app, pane.region)
@@ -142,9 +147,7 @@ async def test_four_panes_show_each_acceptance_at_every_size(size):
 async def test_sixteen_positions_of_acceptance_wrap_inside_the_pane():
     app = replay_of(EXAMPLES / "code-draft-k16.json")
     async with app.run_test(size=(160, 45)) as pilot:
-        await pilot.pause()
-        app.seek_race(1e9)
-        await pilot.pause()
+        await raced(app, pilot)
         draft = app.pane("draft")
         assert len(draft.stats.acceptance_by_position) == 16
         seen = inside(app, draft.region)
@@ -194,6 +197,33 @@ async def test_a_rejected_newline_never_breaks_the_line():
         assert view.text() == "ax\ny b"  # the text itself is kept as it was
         view.show_rejected = False
         assert view.lines() == ["a b"]
+
+
+@run_async
+async def test_a_view_scrolled_up_stays_while_text_streams_and_follows_again_at_the_end():
+    from textual.app import App
+
+    class One(App[None]):
+        def compose(self):
+            yield TokenView()
+
+    app = One()
+    async with app.run_test(size=(40, 12)) as pilot:
+        view = app.query_one(TokenView)
+        await pilot.pause()
+        view.append([(f"line {i}\n", "target") for i in range(30)])
+        await pilot.pause()
+        assert view.following and view.scroll_y > 0
+        view.scroll_to(y=0, animate=False, immediate=True)  # a person scrolls up
+        view.append([(f"more {i}\n", "target") for i in range(30)])
+        await pilot.pause()
+        assert view.scroll_y == 0 and not view.following  # not yanked back to the end
+        view.scroll_end(animate=False, immediate=True)
+        await pilot.pause()
+        assert view.following
+        view.append([("last\n", "target")])
+        await pilot.pause()
+        assert view.scroll_y == view.max_scroll_y  # follows the stream again
 
 
 # -- 6. the draft picker's columns -----------------------------------------------------
@@ -250,9 +280,7 @@ async def test_at_80x24_settings_scroll_and_say_what_is_wrong_help_scrolls_foote
 async def test_keys_scroll_the_focused_pane_and_linked_panes_follow_by_token():
     app = replay_of(EXAMPLES / "code-all-strategies.json")
     async with app.run_test(size=(160, 30)) as pilot:
-        await pilot.pause()
-        app.seek_race(1e9)
-        await pilot.pause()
+        await raced(app, pilot)
         draft, plain = app.pane("draft"), app.pane("plain")
         draft.focus()
         await pilot.press("home")
@@ -360,15 +388,18 @@ async def test_an_empty_sessions_folder_points_to_the_examples(sessions_dir):
 @run_async
 async def test_the_race_end_says_what_r_does_here():
     app = replay_of(EXAMPLES / "code-draft-k4.json")
+    notes: list[str] = []
+    app.notify = lambda message, **_: notes.append(message)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.pause()
         app.seek_race(1e9)
         app.race_tick()
         assert app.status_text.startswith("race finished · g or r: race again")
         await pilot.press("escape")  # never stops or cancels anything
-        await pilot.press("right_square_bracket")
+        await pilot.press("right_square_bracket")  # only live runs change k: it says so
         await pilot.pause()
         assert app.phase == "raced" and app.request is None
+        assert notes == ["a replay's settings are fixed; run it again with specdeck compare"]
 
 
 # -- 12. the command palette and the screenshot ----------------------------------------
