@@ -644,7 +644,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
 
     def _focused_strategy(self) -> str | None:
         """The strategy of the pane focused on the main screen (a dialog may be open)."""
-        node = self.query_one("#panes").screen.focused
+        node = self._pane_box.screen.focused
         while node is not None and not isinstance(node, StrategyPane):
             node = node.parent
         return node.strategy if isinstance(node, StrategyPane) else None

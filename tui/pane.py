@@ -208,7 +208,7 @@ class Panes(Container):
     def level_strips(self) -> None:
         """Side by side, every strip takes as many lines as the tallest needs, so the
         same figure sits on the same row in every pane; stacked, each its own."""
-        strips = [pane.strip for pane in self.query_children(StrategyPane)]
+        strips = [pane.strip for pane in self.children if isinstance(pane, StrategyPane)]
         level = 0 if self.has_class("-stacked") else max((s.needed for s in strips), default=0)
         for strip in strips:
             strip.level_with(level)
