@@ -27,7 +27,7 @@ from specdeck.tui.model_picker import ModelPicker, catalog_dirs
 from specdeck.tui.speedup_chart import BREAK_EVEN, plot_speedups
 from specdeck.tui.sweep_view import SweepApp
 from session_helpers import document, sample_traces, sweep_document
-from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.pilot import run_async, screen_text, settle
 from specdeck.testing.traces import demo_traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -133,6 +133,20 @@ async def test_picking_a_draft_lists_compatible_models_first_and_fills_the_field
         await pilot.press("escape")  # cancelling keeps the field
         await pilot.pause()
         assert app.screen.query_one("#draft", Input).value == str(catalog["d1"].path)
+
+
+@run_async
+async def test_every_picker_column_stands_under_its_heading(catalog):
+    app = SettingsHost(compare_request(catalog["target"].path))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await open_picker(app, pilot, "draft")
+        rows = screen_text(app).splitlines()
+        heading = next(row for row in rows if " fit " in row and " model " in row)
+        first = next(row for row in rows if "draft-1m" in row)
+        assert heading.index(" fit ") + 1 == first.index("suggested")
+        assert heading.index(" model ") + 1 == first.index("draft-1m")
+        assert heading.index(" params ") < first.index("1.0M") < heading.index(" quant ")
 
 
 @run_async
