@@ -70,3 +70,16 @@ def describe_machine() -> dict:
             name: _version(name) for name in ("mlx", "mlx-lm", "mlx-optiq", "specdeck")
         },
     }
+
+
+def machine_fingerprint() -> str:
+    """A short hash of what makes timings from this machine comparable with each other:
+    chip, OS, architecture, cores, memory, the BLAS preloaded and the versions of mlx
+    and mlx-lm. Timings cached under it (``engines.measured_cache``) are not reused on
+    another machine or after an upgrade. Reads no mlx: the app calls it too."""
+    import hashlib
+
+    parts = [_chip(), platform.system(), platform.release(), platform.machine(),
+             str(os.cpu_count()), str(memory_bytes()), str(blas_library()),
+             str(_version("mlx")), str(_version("mlx-lm"))]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

@@ -25,7 +25,9 @@ from specdeck.engines.requests import (
     BACKENDS, MAX_REPEATS, RANK_VARIABLE, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
     launched,
 )
-from specdeck import fetch_command, models_command, session_commands, sweep_command
+from specdeck import (
+    calibrate_command, fetch_command, models_command, session_commands, sweep_command,
+)
 from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
@@ -176,6 +178,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_command.add_parser(sub)
     session_commands.add_parsers(sub)
     models_command.add_parser(sub)
+    calibrate_command.add_parser(sub)
     fetch_command.add_parser(sub)
     return parser
 
@@ -462,6 +465,7 @@ def main(argv: list[str] | None = None) -> int:
             "compare": cmd_compare, "playground": cmd_playground, "sweep": sweep_command.run,
             "replay": session_commands.cmd_replay, "diff": session_commands.cmd_diff,
             "models": models_command.run, "fetch": fetch_command.run,
+            "calibrate": calibrate_command.run,
         }[args.command](args)
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
         if isinstance(exc, GroupError) and os.environ.get(RANK_VARIABLE, "0") != "0":
