@@ -36,6 +36,8 @@ KIND = "calibration"
 VERSION = 1
 #: Who drafts: an external draft model, or the target's own MTP head.
 PROPOSERS = ("draft", "mtp")
+#: Timed repetitions of every probe, and untimed rounds before them (``pass_timing``).
+REPS, WARMUP = 9, 2
 #: Acceptances of the table ``calibrate`` prints.
 TABLE_ACCEPTANCES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 

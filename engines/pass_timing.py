@@ -33,7 +33,7 @@ import mlx.core as mx
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
-from specdeck.engines.calibration import Calibration, Timing
+from specdeck.engines.calibration import REPS, WARMUP, Calibration, Timing
 from specdeck.engines.capture import commit_prefix, forward_captured, supports_capture
 from specdeck.engines.decoding import Clock, forward, forward_hidden, prefill
 from specdeck.engines.group_costs import PASS_SIZES
@@ -44,8 +44,6 @@ from specdeck.engines.mtp import MtpModel
 from specdeck.engines.rollback import checkpoint, restore
 from specdeck.engines.stats import median, robust_cv
 
-#: Timed repetitions of every probe, and untimed rounds before them.
-REPS, WARMUP = 9, 2
 #: The most prompt tokens prefilled before timing (a short context, as early in a run).
 CONTEXT_TOKENS = 64
 #: Steps a target-step, draft-step or MTP-step probe chains (its time is divided by it).

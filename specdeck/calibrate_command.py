@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specdeck.engines.calibration import TABLE_ACCEPTANCES, Calibration
+from specdeck.engines.calibration import REPS, TABLE_ACCEPTANCES, WARMUP, Calibration
 from specdeck.engines.config import MAX_DRAFT_TOKENS
 from specdeck.engines.formatting import duration, percent, times
 from specdeck.visible import visible
@@ -37,7 +37,6 @@ def _share(value: str) -> float:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from specdeck.engines.config import DTYPES
     from specdeck.engines.families import FAMILIES
-    from specdeck.engines.pass_timing import REPS, WARMUP
 
     p = sub.add_parser(
         "calibrate", help="will speculation help on this machine? time a target's passes "
