@@ -19,7 +19,7 @@ from specdeck.testing.tiny_models import build_model
 
 
 @pytest.fixture(scope="module")
-def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def draft_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of two drafts for the demo target: the trained demo draft and a model of
     random weights on the same tokenizer (its guesses are noise)."""
     root = tmp_path_factory.mktemp("catalog")
@@ -30,9 +30,9 @@ def catalog(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_the_trained_draft_ranks_first(catalog: Path, capsys) -> None:
+def test_the_trained_draft_ranks_first(draft_folder: Path, capsys) -> None:
     target = require_demo_models().target
-    assert main(["models", str(catalog), "--no-cache", "--rank-drafts", target, "--json"]) == 0
+    assert main(["models", str(draft_folder), "--no-cache", "--rank-drafts", target, "--json"]) == 0
     out, err = capsys.readouterr()
     assert "probing" in err and "cached in" in err
     ranking = DraftRanking.from_dict(orjson.loads(out))
@@ -43,13 +43,13 @@ def test_the_trained_draft_ranks_first(catalog: Path, capsys) -> None:
     assert len(trained.survival) == 4 and ranking.probe.startswith("3 prompts x 24 tokens")
     # Cached for the picker, found by folder while the files are the same.
     assert load_ranking(target) == ranking
-    assert ranking.find(catalog / "trained-draft") == (1, trained)
-    assert ranking.find(catalog / "elsewhere") is None
+    assert ranking.find(draft_folder / "trained-draft") == (1, trained)
+    assert ranking.find(draft_folder / "elsewhere") is None
 
 
-def test_the_table_names_the_ranking(catalog: Path, capsys) -> None:
+def test_the_table_names_the_ranking(draft_folder: Path, capsys) -> None:
     target = require_demo_models().target
-    assert main(["models", str(catalog), "--no-cache", "--rank-drafts", target]) == 0
+    assert main(["models", str(draft_folder), "--no-cache", "--rank-drafts", target]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("  1. trained-draft: ") and "accepted" in lines[1]
     assert lines[2].startswith("  2. random-draft: ")
@@ -95,3 +95,60 @@ def test_a_ranking_round_trips(tiny_family) -> None:
         assert load_ranking(target) == ranking
     finally:
         ranking_file(target).unlink()
+
+
+# --- the settings' model picker shows the cached ranking ------------------------------
+
+from test_tui_models_sweep import (  # noqa: E402  (the picker's fake catalog and host)
+    SettingsHost, catalog, compare_request, open_picker, picker_rows,
+)
+from specdeck.testing.pilot import run_async, screen_text  # noqa: E402
+
+__all__ = ["catalog"]  # a fixture, used by name
+
+
+def _probed(model, speedup: float, best_k: int) -> RankedDraft:
+    from specdeck.engines.measured_cache import model_identity
+
+    return RankedDraft(model.name, str(model.path.resolve()), model_identity(model.path),
+                       0.6, (0.6, 0.4), 0.2, 1.5, best_k, speedup)
+
+
+@run_async
+async def test_the_picker_lists_ranked_drafts_first(catalog):
+    """The ranking, read from the cache (no token computed), leads in its order; the
+    drafts it did not probe follow as before."""
+    target = catalog["target"]
+    ranking = DraftRanking("m", "target", "ti", "2026-11-30T13:00:00+00:00", "probe",
+                           (_probed(catalog["d10"], 1.3, 3), _probed(catalog["d1"], 0.9, 0)))
+    save_ranking(ranking, target.path)
+    app = SettingsHost(compare_request(target.path))
+    try:
+        async with app.run_test(size=(160, 50)) as pilot:
+            await pilot.pause()
+            picker = await open_picker(app, pilot, "draft")
+            assert picker_rows(picker) == [
+                ("#1 1.30x k=3", "draft-10m"), ("#2 0.90x plain wins", "draft-1m"),
+                ("suggested", "org/draft-5m"),
+                ("same tokenizer", "big-same-tok"), ("same tokenizer", "target"),
+                ("incompatible", "other-tok"), ("tokenizer unknown", "no-tokenizer"),
+            ]
+            assert "2 ranked by a probe on this machine (2026-11-30" in screen_text(app)
+            await pilot.press("enter")
+            await pilot.pause()
+            assert app.screen.query_one("#draft").value == str(catalog["d10"].path)
+            # A draft rewritten since the probe is not matched: it is no longer ranked.
+            (catalog["d10"].path / "config.json").write_text('{"changed": 1}')
+            picker = await open_picker(app, pilot, "draft")
+            assert picker_rows(picker)[0] == ("#2 0.90x plain wins", "draft-1m")
+    finally:
+        ranking_file(target.path).unlink()
+
+
+@run_async
+async def test_without_a_ranking_the_picker_says_how_to_make_one(catalog):
+    app = SettingsHost(compare_request(catalog["target"].path))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await open_picker(app, pilot, "draft")
+        assert "specdeck models --rank-drafts TARGET ranks them" in screen_text(app)
