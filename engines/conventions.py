@@ -37,10 +37,10 @@ Pure: rounds in, numbers out (no mlx).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Iterable
 
 from specdeck.engines.events import Round
+from specdeck.engines.stats import DraftCounts
 
 #: The conventions a statistic can be named and computed in.
 CONVENTIONS = ("specdeck", "llama.cpp", "vllm")
@@ -84,43 +84,6 @@ MEANINGS: dict[str, dict[str, str]] = {
                                         "drafts all lived / every round that drafted",
     },
 }
-
-
-@dataclass(frozen=True, slots=True)
-class DraftCounts:
-    """What the rounds of a run drafted and kept, counted once for every convention."""
-
-    drafting_rounds: int
-    #: Drafting rounds that kept at least one draft.
-    rounds_kept_some: int
-    proposed: int
-    accepted: int
-    #: Per position i (0-based): drafting rounds that proposed more than i drafts, and
-    #: those whose first i + 1 drafts were all kept.
-    tried: tuple[int, ...]
-    kept: tuple[int, ...]
-
-    @classmethod
-    def of(cls, rounds: Iterable[Round]) -> DraftCounts:
-        drafting = kept_some = proposed = accepted = 0
-        tried: list[int] = []
-        kept: list[int] = []
-        for r in rounds:
-            drafted = len(r.drafted)
-            if not drafted:
-                continue
-            drafting += 1
-            proposed += drafted
-            accepted += r.accepted
-            kept_some += r.accepted > 0
-            if drafted > len(tried):
-                tried += [0] * (drafted - len(tried))
-                kept += [0] * (drafted - len(kept))
-            for i in range(drafted):
-                tried[i] += 1
-            for i in range(min(r.accepted, drafted)):
-                kept[i] += 1
-        return cls(drafting, kept_some, proposed, accepted, tuple(tried), tuple(kept))
 
 
 def _share(part: float, whole: float) -> float | None:
