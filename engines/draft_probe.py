@@ -1,9 +1,11 @@
 """The short probe behind ``specdeck models --rank-drafts``: each candidate draft runs
 the draft strategy on a few prompts for a few tokens (temperature 0, after a short
-warm-up), next to plain decoding of the same prompts, and its rounds are priced with the
-one cost model (``engines.stats.cost_model``: the survival by position it reached, its
-draft step and verify pass in the target's plain steps). ``engines.draft_ranking`` holds
-and caches the result.
+warm-up), right after plain decoding of the same prompts, and its rounds are priced with
+the one cost model (``engines.stats.cost_model``: the survival by position it reached,
+its draft step and verify pass in the target's plain steps). Times are medians over the
+rounds, and each candidate is priced against the plain steps timed just before it, so a
+burst of other work on the machine moves one round, not a ranking.
+``engines.draft_ranking`` holds and caches the result.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from specdeck.engines.events import Done, Event, Round
 from specdeck.engines.loading import LoadedModel, ModelStore, vocabulary_mismatch
 from specdeck.engines.machine import machine_fingerprint
 from specdeck.engines.measured_cache import model_identity
-from specdeck.engines.stats import compute_stats, cost_model
+from specdeck.engines.stats import Stats, compute_stats, cost_model, median
 from specdeck.engines.strategies import Models, run_strategy
 
 #: Tokens per prompt, drafts per round, and the warm-up's tokens.
@@ -53,6 +55,19 @@ def _rounds(models: Models, strategy: str, prompts: list[list[int]],
     return rounds
 
 
+def _typical(rounds: list[Round]) -> Stats:
+    """The statistics of ``rounds`` with a draft step and a verify pass each the median
+    over the rounds that drafted (not the mean: one round slowed by other work would
+    move it)."""
+    stats = compute_stats(rounds)
+    drafting = [r for r in rounds if r.drafted]
+    if not drafting:
+        return stats
+    return replace(stats,
+                   draft_step_seconds=median([r.draft_seconds / len(r.drafted) for r in drafting]),
+                   verify_pass_seconds=median([r.verify_seconds for r in drafting]))
+
+
 def probe_drafts(
     target: LoadedModel,
     candidates: list[ModelInfo],
@@ -68,23 +83,22 @@ def probe_drafts(
     does not load) is left out, said through ``on_skip``."""
     settings = DecodeSettings(max_tokens=tokens, num_draft_tokens=k, stop_at_eos=False,
                               sampling=Sampling(temperature=0.0))
-    total = 1 + len(candidates)
-    progress(ProbeProgress(0, total, "plain decoding"))
-    plain = compute_stats(_rounds(Models(target), "plain", prompts, settings))
-    step = plain.single_pass_seconds
+    total = len(candidates)
     ranked: list[RankedDraft] = []
-    for done, info in enumerate(candidates, 1):
+    for done, info in enumerate(candidates):
         progress(ProbeProgress(done, total, info.name))
         try:
             draft = ModelStore().get(str(info.path))  # its own store: freed after its probe
             reason = vocabulary_mismatch(target.tokenizer, draft.tokenizer)
             if reason:
                 raise ModelError(f"another tokenizer ({reason})")
-            stats = compute_stats(_rounds(Models(target, draft), "draft", prompts, settings))
+            plain = _rounds(Models(target), "plain", prompts, settings)
+            rounds = _rounds(Models(target, draft), "draft", prompts, settings)
         except ModelError as exc:
             on_skip(f"{info.name}: left out: {exc}")
             continue
-        model = cost_model(stats, step)
+        stats = _typical(rounds)
+        model = cost_model(stats, median([r.verify_seconds for r in plain]))
         if model is None:
             on_skip(f"{info.name}: left out: it drafted nothing")
             continue

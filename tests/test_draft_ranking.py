@@ -21,12 +21,14 @@ from specdeck.testing.tiny_models import build_model
 @pytest.fixture(scope="module")
 def draft_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A folder of two drafts for the demo target: the trained demo draft and a model of
-    random weights on the same tokenizer (its guesses are noise)."""
+    random weights of the same shape on the same tokenizer (as costly, its guesses
+    noise)."""
     root = tmp_path_factory.mktemp("catalog")
     demo = require_demo_models()
     shutil.copytree(demo.draft, root / "trained-draft")
     build_model(root / "random-draft", "llama", seed=7, tokenizer_dir=Path(demo.draft),
-                hidden_size=64, num_layers=1)
+                hidden_size=192, num_layers=1, num_heads=3, num_kv_heads=1,
+                intermediate_size=512)
     return root
 
 
