@@ -10,12 +10,14 @@ burst of other work on the machine moves one round, not a ranking.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable
 
 from specdeck.engines.catalog import ModelInfo
 from specdeck.engines.config import DecodeSettings, Sampling
+from specdeck.engines.decoding import Clock
 from specdeck.engines.draft_ranking import DraftRanking, RankedDraft, rank
 from specdeck.engines.errors import ModelError
 from specdeck.engines.events import Done, Event, Round
@@ -39,15 +41,15 @@ class ProbeProgress:
 
 
 def _rounds(models: Models, strategy: str, prompts: list[list[int]],
-            settings: DecodeSettings) -> list[Round]:
+            settings: DecodeSettings, clock: Clock) -> list[Round]:
     """The rounds of ``strategy`` on every prompt, after an untimed warm-up; a failed
     run raises ModelError."""
     warm = replace(settings, max_tokens=WARMUP_TOKENS)
-    for _ in run_strategy(strategy, models, prompts[0], warm):
+    for _ in run_strategy(strategy, models, prompts[0], warm, clock):
         pass
     rounds: list[Round] = []
     for ids in prompts:
-        events: list[Event] = list(run_strategy(strategy, models, ids, settings))
+        events: list[Event] = list(run_strategy(strategy, models, ids, settings, clock))
         done = events[-1] if events and isinstance(events[-1], Done) else None
         if done is not None and done.reason == "error":
             raise ModelError(f"the probe failed: {done.error}")
@@ -77,10 +79,12 @@ def probe_drafts(
     k: int = PROBE_K,
     progress: Callable[[ProbeProgress], None] = lambda p: None,
     on_skip: Callable[[str], None] = lambda line: None,
+    clock: Clock = time.perf_counter,
 ) -> DraftRanking:
     """Probe each of ``candidates`` as a draft for ``target`` on ``prompts`` (token ids)
     and rank them; a candidate that cannot draft for it (another tokenizer, a model that
-    does not load) is left out, said through ``on_skip``."""
+    does not load) is left out, said through ``on_skip``. ``clock`` times the runs
+    (tests inject one)."""
     settings = DecodeSettings(max_tokens=tokens, num_draft_tokens=k, stop_at_eos=False,
                               sampling=Sampling(temperature=0.0))
     total = len(candidates)
@@ -92,8 +96,8 @@ def probe_drafts(
             reason = vocabulary_mismatch(target.tokenizer, draft.tokenizer)
             if reason:
                 raise ModelError(f"another tokenizer ({reason})")
-            plain = _rounds(Models(target), "plain", prompts, settings)
-            rounds = _rounds(Models(target, draft), "draft", prompts, settings)
+            plain = _rounds(Models(target), "plain", prompts, settings, clock)
+            rounds = _rounds(Models(target, draft), "draft", prompts, settings, clock)
         except ModelError as exc:
             on_skip(f"{info.name}: left out: {exc}")
             continue

@@ -32,7 +32,23 @@ def draft_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def test_the_trained_draft_ranks_first(draft_folder: Path, capsys) -> None:
+@pytest.fixture
+def ticking(monkeypatch) -> None:
+    """Every reading of the clock is one second after the last: each phase of a round
+    (a plain step, a round's drafting, its verify pass) takes one tick whatever the
+    machine is doing, so the two drafts cost the same and their acceptance alone
+    ranks them. (The real clock on a busy machine once ranked the random draft first.)"""
+    from itertools import count
+
+    from specdeck.engines import draft_probe
+
+    probe = draft_probe.probe_drafts
+    ticks = count()
+    monkeypatch.setattr(draft_probe, "probe_drafts", lambda *a, **kw: probe(
+        *a, **kw, clock=lambda: float(next(ticks))))
+
+
+def test_the_trained_draft_ranks_first(draft_folder: Path, capsys, ticking) -> None:
     target = require_demo_models().target
     assert main(["models", str(draft_folder), "--no-cache", "--rank-drafts", target, "--json"]) == 0
     out, err = capsys.readouterr()
@@ -42,6 +58,12 @@ def test_the_trained_draft_ranks_first(draft_folder: Path, capsys) -> None:
     trained, random = ranking.drafts
     assert trained.speedup > random.speedup
     assert trained.acceptance > 0.3 > random.acceptance
+    # One tick a draft phase of 4 drafts, a verify pass and a plain step each one tick:
+    # a draft step costs 1/4 plain step, a verify pass one.
+    assert trained.draft_step == random.draft_step == 0.25
+    assert trained.verify_pass == random.verify_pass == 1.0
+    # Nothing drafted right: one token per round of 1 + k/4 steps, best at k = 1.
+    assert random.best_k == 0 and random.speedup == pytest.approx(1 / 1.25)
     assert len(trained.survival) == 4 and ranking.probe.startswith("3 prompts x 24 tokens")
     # Cached for the picker, found by folder while the files are the same.
     assert load_ranking(target) == ranking
@@ -49,12 +71,28 @@ def test_the_trained_draft_ranks_first(draft_folder: Path, capsys) -> None:
     assert ranking.find(draft_folder / "elsewhere") is None
 
 
-def test_the_table_names_the_ranking(draft_folder: Path, capsys) -> None:
+def test_the_table_names_the_ranking(draft_folder: Path, capsys, ticking) -> None:
     target = require_demo_models().target
     assert main(["models", str(draft_folder), "--no-cache", "--rank-drafts", target]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[1].startswith("  1. trained-draft: ") and "accepted" in lines[1]
     assert lines[2].startswith("  2. random-draft: ")
+
+
+def test_the_probe_on_the_real_clock(draft_folder: Path) -> None:
+    """Timed for real, the acceptance (which no load moves) still parts them."""
+    from specdeck.engines.catalog import find_models
+    from specdeck.engines.draft_probe import probe_drafts
+    from specdeck.engines.loading import ModelStore
+
+    from specdeck.prompts import get_prompt
+
+    target = ModelStore().get(require_demo_models().target)
+    ids = list(target.tokenizer.encode(get_prompt("code").text))
+    ranking = probe_drafts(target, find_models([draft_folder], hub=False), [ids], tokens=16)
+    by_name = {d.name: d for d in ranking.drafts}
+    assert by_name["trained-draft"].acceptance > 0.3 > by_name["random-draft"].acceptance
+    assert all(d.draft_step > 0 and d.verify_pass > 0 for d in ranking.drafts)
 
 
 def test_nothing_to_rank_is_one_line(tiny_family, capsys) -> None:
