@@ -30,14 +30,19 @@ from specdeck.engines.families import require_family, shipped_draft_dir  # noqa:
 PROMPTS = ("chat_capital", "chat_explain", "chat_email")
 
 
-def sweep(reps: int, max_tokens: int, ks: list[int], ngram: bool) -> list[dict]:
-    from specdeck.engines.sweep import SweepPrompt, SweepRequest
+def sweep(reps: int, max_tokens: int, ks: list[int], ngram: bool,
+          texts: list[str]) -> list[dict]:
+    """The cells of ``PROMPTS``, or of ``texts`` (chat prompts given by their text) when
+    there are any."""
+    from specdeck.engines.requests import SweepPrompt, SweepRequest
     from specdeck.prompts import get_prompt
 
     family = require_family("smollm2")
+    prompts = ([SweepPrompt(f"prompt_{i}", text, f"prompt_{i}")
+                for i, text in enumerate(texts, 1)] if texts else
+               [SweepPrompt(key, get_prompt(key).text, key) for key in PROMPTS])
     return sweep_cells(SweepRequest(
-        target=family.target, draft=family.draft,
-        prompts=[SweepPrompt(key, get_prompt(key).text, key) for key in PROMPTS],
+        target=family.target, draft=family.draft, prompts=prompts,
         strategies=["draft", "ngram"] if ngram else ["draft"], ks=ks, reps=reps,
         max_tokens=max_tokens,
     ))
@@ -97,13 +102,14 @@ def render_card(card: dict) -> str:
         f"sources ({corpus['code_files']} files) and pydoc's topics (sha256 "
         f"`{corpus['text_sha256'][:16]}`);",
         f"- chat: the target's own greedy answers (up to {s['answer_tokens']} tokens) to "
-        f"{corpus['chat_answers']} chat prompts built from the standard library (module and "
-        "function docstrings, pydoc topics) and everyday subjects in fixed phrasings: "
-        f"{corpus['chat_answer_tokens']:,} answer tokens; loss on the answers.",
+        "chat prompts built from the standard library (module and function docstrings, "
+        "pydoc topics) and everyday subjects asked in several phrasings; loss on the "
+        "answers.",
         "",
-        "Then cross-entropy to those greedy answers alone (the answers are the labels: no "
-        f"teacher pass), lr {s['policy_lr']}, batch {s['policy_batch']} answers, "
-        f"{card.get('policy_steps_done', 0)} steps.",
+        "Then cross-entropy to the greedy answers alone (the answers are the labels: no "
+        f"teacher pass): {corpus['chat_answers']:,} answers, "
+        f"{corpus['chat_answer_tokens']:,} answer tokens, lr {s['policy_lr']}, batch "
+        f"{s['policy_batch']} answers, {card.get('policy_steps_done', 0)} steps.",
         "",
         card.get("note", ""),
         "",
@@ -171,17 +177,22 @@ def main() -> int:
     parser.add_argument("-k", type=lambda v: [int(x) for x in v.split(",")],
                         default=[1, 2, 3, 4])
     parser.add_argument("--ngram", action="store_true", help="sweep prompt lookup too")
+    parser.add_argument("--prompt", action="append", default=[], metavar="TEXT",
+                        help="sweep this chat prompt instead of prompts/ (repeatable; "
+                             "not with --card)")
     parser.add_argument("--card", action="store_true", help="record in the model card")
     parser.add_argument("--note", default="other jobs were running on the machine",
                         help="the machine's state, for the card")
     parser.add_argument("--render-only", action="store_true",
                         help="render MODEL_CARD.md from card.json without measuring")
     args = parser.parse_args()
+    if args.prompt and args.card:
+        parser.error("--card records the prompts/ sweep: drop --prompt or --card")
     folder = shipped_draft_dir()
     card = json.loads((folder / "card.json").read_text())
     if not args.render_only:
         start = time.time()
-        cells = sweep(args.reps, args.max_tokens, args.k, args.ngram)
+        cells = sweep(args.reps, args.max_tokens, args.k, args.ngram, args.prompt)
         print_cells(cells)
         result = summary(cells)
         print(json.dumps(result, indent=2))

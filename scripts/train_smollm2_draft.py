@@ -18,8 +18,8 @@ Two training phases, on text every machine has offline:
      reference's topics that ``pydoc`` ships (the demo family's corpus);
    - ``chat``: the target's own greedy answers (temperature 0, what speculation at
      temperature 0 accepts) to chat prompts built from the standard library (module and
-     function docstrings, pydoc topics) and everyday subjects in fixed phrasings; loss
-     on the answer.
+     function docstrings, pydoc topics) and everyday subjects, each asked in several
+     phrasings; loss on the answer.
 
 2. ``policy``: cross-entropy to those greedy answers alone. No teacher pass is needed
    (the answers are the labels), so a step costs about a third of a distillation step
@@ -29,9 +29,10 @@ Chat prompts used to measure the draft (``HELD_OUT_PROMPTS`` and those in ``prom
 are never trained on: ``chat_prompts`` leaves them out.
 
 Phases (``--phase``; each resumable, results under ``build/train_smollm2_draft/``):
-``generate`` (the target's answers, appended to a JSONL as each batch finishes),
+``generate`` (the target's answers, appended to a JSONL as each one ends),
 ``train`` (on the answers there so far; checkpoint every ``checkpoint_every`` steps,
-``--resume``), ``policy`` (from the distilled weights, resumable) and ``export``
+``--resume``), ``policy`` (from the distilled weights on every answer there so far,
+resumable; a larger ``--policy-steps`` continues a finished run) and ``export``
 (weights, config and ``card.json``; ``train`` and ``policy`` export when they finish).
 ``python scripts/train_smollm2_draft.py`` runs them all, resuming what is there. Needs
 the fetched target: ``specdeck fetch smollm2``.
@@ -55,7 +56,7 @@ import mlx.optimizers as optim
 import numpy as np
 from mlx.utils import tree_flatten, tree_unflatten
 from mlx_lm import load
-from mlx_lm.generate import batch_generate
+from mlx_lm.generate import BatchGenerator
 from mlx_lm.models import llama
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -75,6 +76,10 @@ HELD_OUT_PROMPTS = [
     "What are the benefits of regular exercise?",
     "How do I reverse a list in Python?",
     "Describe the water cycle for a ten-year-old.",
+    # Written for the second run and measured with ``bench/smollm2_sweep.py --prompt``.
+    "How do I make a good cup of tea?",
+    "Summarise the story of Cinderella in three sentences.",
+    "Name three animals that live in the desert and one fact about each.",
 ]
 #: Standard-library modules whose import opens a window, prints or changes the process.
 NOT_IMPORTED = {"this", "antigravity", "idlelib", "tkinter", "turtle", "turtledemo",
@@ -92,6 +97,25 @@ EVERYDAY_TOPICS = [
     "the moon", "volcanoes", "the human heart", "electricity", "rainbows", "bees",
     "the internet", "photosynthesis", "earthquakes", "the ancient Romans", "glaciers",
     "the printing press", "black holes", "tides", "vaccines", "money", "maps", "trains",
+    "learning to cook", "a job interview", "time management", "public speaking",
+    "meditation", "a healthy breakfast", "walking every day", "decluttering a closet",
+    "growing tomatoes", "fixing a flat tyre", "knitting", "writing a diary",
+    "learning the guitar", "caring for a cat", "birdwatching", "hiking safely",
+    "composting", "buying a used car", "renting a first flat", "working from home",
+    "team meetings", "giving feedback", "asking for a raise", "volunteering",
+    "the solar system", "dinosaurs", "the ocean", "clouds", "thunderstorms", "magnets",
+    "gravity", "the human brain", "sleep", "DNA", "the immune system", "climate change",
+    "renewable energy", "the water in our bodies", "ants", "whales", "forests",
+    "deserts", "the Great Wall of China", "the pyramids of Egypt", "the Olympic Games",
+    "the history of writing", "airplanes", "bridges", "the telephone", "light bulbs",
+    "batteries", "microwaves", "coffee beans", "chocolate", "honey", "cheese",
+    "recursion in programming", "a linked list", "binary search", "version control",
+    "unit tests", "an API", "a database index", "sorting algorithms", "caching",
+    "encryption", "passwords", "a compiler", "regular expressions", "JSON files",
+    "cloud computing", "machine learning", "open source software", "spreadsheets",
+    "debugging code", "a stack and a queue", "loops in Python", "Python functions",
+    "object-oriented programming", "reading an error message", "writing clean code",
+    "the command line", "web browsers", "keyboard shortcuts", "backing up files",
 ]
 EVERYDAY_TEMPLATES = [
     "Give me three tips for {}.",
@@ -100,6 +124,16 @@ EVERYDAY_TEMPLATES = [
     "Explain {} to a child.",
     "Write a haiku about {}.",
     "Tell me an interesting fact about {}.",
+    "What should a beginner know about {}?",
+    "Describe {} in two sentences.",
+    "Why does {} matter? Keep it brief.",
+    "List four facts about {}.",
+    "How would you explain {} to a beginner, in a short paragraph?",
+    "Write a limerick about {}.",
+    "What are the pros and cons of {}?",
+    "Answer briefly: what is the main idea behind {}?",
+    "Write a note to a friend recommending {}.",
+    "Ask me three quiz questions about {}.",
 ]
 
 
@@ -119,9 +153,10 @@ class Settings:
     warmup: int = 20
     weight_decay: float = 0.0
     #: Chat prompts the target answers for the ``chat`` half of the batches.
-    chat_prompts: int = 1200
+    chat_prompts: int = 4000
     answer_tokens: int = 112
-    generate_batch: int = 32
+    #: Sequences decoded together by mlx-lm's batch generator (see ``generate_answers``).
+    generate_batch: int = 64
     checkpoint_every: int = 25
     #: The ``policy`` phase: cross-entropy to the target's greedy answers alone.
     policy_steps: int = 100
@@ -192,27 +227,46 @@ def chat_ids(tokenizer, prompt: str) -> list[int]:
 
 
 def generate_answers(target, tokenizer, prompts: list[str], s: Settings, out: Path) -> None:
-    """The target's greedy answers, appended to ``out`` (JSONL) a batch at a time; prompts
-    already answered there are skipped, so an interrupted run resumes."""
+    """The target's greedy answers, each appended to ``out`` (JSONL) as soon as it ends;
+    prompts already answered there are skipped, so an interrupted run resumes.
+
+    mlx-lm's batch generator decodes ``generate_batch`` answers together and refills a
+    slot from the queue as soon as its answer ends, so the batch stays full."""
     done = {json.loads(line)["prompt"] for line in out.open()} if out.exists() else set()
     todo = [p for p in prompts if p not in done]
+    if not todo:
+        return
     eos = tokenizer.eos_token_id
-    start = time.time()
-    for i in range(0, len(todo), s.generate_batch):
-        batch = todo[i : i + s.generate_batch]
-        ids = [chat_ids(tokenizer, p) for p in batch]
-        result = batch_generate(target, tokenizer, ids, max_tokens=s.answer_tokens,
-                                return_token_ids=True)
-        with out.open("a") as f:
-            for prompt, p_ids, answer in zip(batch, ids, result.token_ids):
+    ids = [chat_ids(tokenizer, p) for p in todo]
+    gen = BatchGenerator(target, max_tokens=s.answer_tokens,
+                         stop_tokens=[[t] for t in tokenizer.eos_token_ids],
+                         completion_batch_size=s.generate_batch,
+                         prefill_batch_size=min(s.generate_batch, 32))
+    uids = gen.insert(ids, [s.answer_tokens] * len(ids))
+    which = dict(zip(uids, range(len(ids))))
+    answers: dict[int, list[int]] = {uid: [] for uid in uids}
+    start, finished, tokens = time.time(), 0, 0
+    with out.open("a") as f:
+        while responses := gen.next_generated():
+            for r in responses:
+                if r.finish_reason != "stop":
+                    answers[r.uid].append(r.token)
+                    tokens += 1
+                if r.finish_reason is None:
+                    continue
+                answer = answers.pop(r.uid)
                 if len(answer) < s.answer_tokens:
                     answer = [*answer, eos]
-                f.write(json.dumps({"prompt": prompt, "prompt_ids": p_ids,
+                i = which[r.uid]
+                f.write(json.dumps({"prompt": todo[i], "prompt_ids": ids[i],
                                     "answer": answer}) + "\n")
-        finished = min(i + s.generate_batch, len(todo))
-        print(f"generate: {len(done) + finished}/{len(prompts)} answered, "
-              f"{result.stats.generation_tps:.0f} tok/s, {time.time() - start:.0f} s",
-              flush=True)
+                f.flush()
+                finished += 1
+                if finished % s.generate_batch == 0 or finished == len(todo):
+                    elapsed = time.time() - start
+                    print(f"generate: {len(done) + finished}/{len(prompts)} answered, "
+                          f"{tokens / elapsed:.0f} tok/s, {elapsed:.0f} s", flush=True)
+    gen.close()
 
 
 def read_answers(path: Path) -> list[dict]:
@@ -382,29 +436,34 @@ def train(target, draft, text, answers, s: Settings, resume: bool) -> list:
 
 def answer_batch(step: int, s: Settings, answers: list[dict]
                  ) -> tuple[mx.array, mx.array, mx.array]:
-    """(inputs, targets, mask) of ``policy_batch`` chat rows, padded to the longest: the
-    targets are the target's own greedy tokens, the loss on the answer's positions."""
+    """(inputs, picks, targets) of ``policy_batch`` chat rows, padded to the longest:
+    ``picks`` are the flat positions of the answers' tokens in ``inputs`` (where the loss
+    is taken) and ``targets`` the target's own greedy tokens there."""
     rng = np.random.default_rng([s.seed, 7, step])
     rows = [answers[int(i)] for i in rng.integers(0, len(answers), s.policy_batch)]
     ids = [(r["prompt_ids"] + r["answer"])[: s.seq_len + 1] for r in rows]
     width = max(len(x) for x in ids) - 1
     inputs = np.zeros((len(ids), width), np.int32)
-    targets = np.zeros((len(ids), width), np.int32)
-    mask = np.zeros((len(ids), width), np.float32)
+    picks: list[int] = []
+    targets: list[int] = []
     for i, (row, x) in enumerate(zip(rows, ids)):
         inputs[i, : len(x) - 1] = x[:-1]
-        targets[i, : len(x) - 1] = x[1:]
-        mask[i, len(row["prompt_ids"]) - 1 : len(x) - 1] = 1.0
-    return mx.array(inputs), mx.array(targets), mx.array(mask)
+        first = len(row["prompt_ids"]) - 1
+        picks += range(i * width + first, i * width + len(x) - 1)
+        targets += x[first + 1 :]
+    return mx.array(inputs), mx.array(picks), mx.array(targets)
 
 
-def ce_loss(draft: nn.Module, inputs: mx.array, targets: mx.array, mask: mx.array):
-    """Masked mean cross-entropy to the target's greedy tokens, and the agreement."""
-    logits = draft(inputs).astype(mx.float32)
-    ce = nn.losses.cross_entropy(logits, targets, reduction="none")
-    agree = (logits.argmax(-1) == targets).astype(mx.float32)
-    total = mx.maximum(mask.sum(), 1.0)
-    return (ce * mask).sum() / total, (agree * mask).sum() / total
+def ce_loss(draft: nn.Module, inputs: mx.array, picks: mx.array, targets: mx.array):
+    """Mean cross-entropy to the target's greedy tokens at ``picks``, and the agreement.
+    The tied 49,152-wide output layer, most of a step's cost, runs at those positions
+    only (not at the prompt's)."""
+    hidden = draft.model(inputs)
+    hidden = hidden.reshape(-1, hidden.shape[-1])[picks]
+    logits = draft.model.embed_tokens.as_linear(hidden).astype(mx.float32)
+    ce = nn.losses.cross_entropy(logits, targets, reduction="mean")
+    agree = (logits.argmax(-1) == targets).astype(mx.float32).mean()
+    return ce, agree
 
 
 def train_policy(draft, answers: list[dict], s: Settings) -> list:
@@ -425,8 +484,8 @@ def train_policy(draft, answers: list[dict], s: Settings) -> list:
     loss_and_grad = nn.value_and_grad(draft, ce_loss)
     start = time.time()
     while step < s.policy_steps:
-        inputs, targets, mask = answer_batch(step, s, answers)
-        (loss, agree), grads = loss_and_grad(draft, inputs, targets, mask)
+        inputs, picks, targets = answer_batch(step, s, answers)
+        (loss, agree), grads = loss_and_grad(draft, inputs, picks, targets)
         grads, _ = optim.clip_grad_norm(grads, 1.0)
         opt.update(draft, grads)
         mx.eval(draft.parameters(), opt.state, loss, agree)
@@ -457,12 +516,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--resume", action="store_true", help="continue from build/")
     parser.add_argument("--steps", type=int, help="training steps (default: Settings)")
     parser.add_argument("--chat-prompts", type=int, help="prompts the target answers")
+    parser.add_argument("--policy-steps", type=int, help="answers-only steps (default: Settings)")
+    parser.add_argument("--policy-lr", type=float, help="answers-only peak learning rate")
     args = parser.parse_args(argv)
     s = Settings()
     if args.steps:
         s.steps = args.steps
     if args.chat_prompts:
         s.chat_prompts = args.chat_prompts
+    if args.policy_steps:
+        s.policy_steps = args.policy_steps
+    if args.policy_lr:
+        s.policy_lr = args.policy_lr
     WORK.mkdir(parents=True, exist_ok=True)
     mx.random.seed(s.seed)
     family = require_family("smollm2", need_draft=False)
