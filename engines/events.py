@@ -70,6 +70,11 @@ class Round:
     #: The uniform draw each drafted token was tested against (temperature > 0 only):
     #: accepted when ``u < min(1, p / q)``.
     uniforms: list[float] | None = None
+    #: How many of these drafts mlx-lm's exact-match rule would have kept: drafts
+    #: accepted while the target's own token equals them (at temperature > 0 its sample
+    #: from p, drawn with each position's ``uniforms`` value). Only recorded, never
+    #: deciding; equal to ``accepted`` at temperature 0. None when nothing was drafted.
+    exact_match_accepted: int | None = None
     #: The target's most likely tokens at each verified position: ``[[id, prob], ...]``.
     alternatives: list[list[list[float]]] | None = None
     rollback: Rollback = "none"

@@ -24,7 +24,9 @@ from specdeck.engines.decoding import (
 from specdeck.engines.events import EndKind, Event, Round
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.rollback import Rewind, checkpoint, rewind
-from specdeck.engines.sampling import KeyStream, judge_drafts, sampling_logprobs, top_alternatives
+from specdeck.engines.sampling import (
+    KeyStream, judge_drafts, leading_run, sampling_logprobs, top_alternatives,
+)
 
 
 class Proposer(Protocol):
@@ -123,7 +125,7 @@ def run_speculative(
                 verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
             mx.eval(verdict.passed, verdict.fallback)
             drafted = drafts.tolist()
-            accepted = next((i for i, ok in enumerate(verdict.passed.tolist()) if not ok), k)
+            accepted = leading_run(verdict.passed.tolist())
             token = verdict.fallback.tolist()[accepted]
 
             replayed = 0
@@ -150,7 +152,7 @@ def run_speculative(
                 drafts, draft_lp = propose()
             # Everything else the round records is computed behind the next drafts.
             with mx.stream(generation_stream):
-                probs = [verdict.draft_probs, verdict.target_probs]
+                probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
                 if verdict.uniforms is not None:
                     probs.append(verdict.uniforms)
                 top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
@@ -179,7 +181,8 @@ def run_speculative(
                 t=now,
                 draft_probs=probs[0].tolist() if k else None,
                 target_probs=probs[1].tolist() if k else None,
-                uniforms=probs[2].tolist() if verdict.uniforms is not None else None,
+                uniforms=probs[3].tolist() if verdict.uniforms is not None else None,
+                exact_match_accepted=leading_run(probs[2].tolist()) if k else None,
                 alternatives=alternatives,
                 rollback=action.value,
                 replayed=replayed,
