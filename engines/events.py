@@ -22,6 +22,9 @@ Rollback = Literal["none", "trim", "replay", "captured"]
 
 FinishReason = Literal["length", "stop", "cancelled", "error"]
 
+#: Who drafts: an external draft model, a model's own MTP head, or prompt lookup.
+Drafter = Literal["draft", "mtp", "ngram"]
+
 
 @dataclass(slots=True)
 class Prefill:
@@ -80,6 +83,17 @@ class Round:
     rollback: Rollback = "none"
     #: Tokens pushed through the target again to rebuild a recurrent state.
     replayed: int = 0
+    #: Which drafter proposed ``drafted``: ``draft``, ``mtp`` or ``ngram`` (the
+    #: ``chain`` strategy picks one per round). None when nothing was drafted.
+    proposer: Drafter | None = None
+    #: With ``auto`` drafts (``engines.draft_length``): the k asked for (the proposer
+    #: may give fewer: a short n-gram match, the run's last tokens), the tokens ``E(k)``
+    #: it expected and the cost ``C(k)`` in one-token passes (None: nothing measured
+    #: yet), and whether it was exploring. None / False with a fixed k.
+    auto_k: int | None = None
+    auto_tokens: float | None = None
+    auto_cost: float | None = None
+    auto_explored: bool = False
     type: Literal["round"] = "round"
 
     @property

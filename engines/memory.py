@@ -278,7 +278,7 @@ def estimate(
             draft, upcast, tokens, settings, prompt_tokens, 2
         )
         # A hybrid draft is checkpointed before each of its k steps.
-        draft_cache = d_kv + d_recurrent * (1 + settings.num_draft_tokens)
+        draft_cache = d_kv + d_recurrent * (1 + settings.max_drafts("draft"))
         activations = max(activations, d_act)
     return MemoryEstimate(
         strategy=strategy,

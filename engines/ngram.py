@@ -17,6 +17,7 @@ import mlx.core as mx
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock
+from specdeck.engines.draft_length import draft_length
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.sampling import KeyStream
@@ -36,6 +37,9 @@ class PromptLookup:
         self.n = n
         self.history: list[int] = []
         self.follows: dict[tuple[int, ...], int] = {}
+
+    def drafter(self) -> str:
+        return "ngram"
 
     def companions(self) -> list[tuple[Any, Sequence[Any]]]:
         return []
@@ -70,8 +74,10 @@ def run_ngram(
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
-    """Prompt-lookup decoding: match length ``ngram_n``, at most ``ngram_k`` drafts."""
+    """Prompt-lookup decoding: match length ``ngram_n``, at most ``ngram_k`` drafts (or
+    ``auto``)."""
     keys = KeyStream(settings.sampling.seed)
+    lengths = {"ngram": draft_length(settings, "ngram")}
     return run_speculative(
-        target, PromptLookup(settings.ngram_n), prompt, settings, settings.ngram_k, keys, clock
+        target, PromptLookup(settings.ngram_n), prompt, settings, lengths, keys, clock
     )

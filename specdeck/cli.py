@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from specdeck.engines.config import (
-    MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling, field_default,
+    MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, DraftCount, Sampling,
+    field_default, parse_draft_count,
 )
 from specdeck.engines.errors import GroupError, ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
@@ -50,6 +51,14 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    "native: as stored, matching `mlx_lm generate` bit for bit")
 
 
+def draft_count(value: str) -> DraftCount:
+    """An option's draft count: a whole number or ``auto``."""
+    try:
+        return parse_draft_count(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {value!r}")
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_model_options(p)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
@@ -66,15 +75,18 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument("--prompt", required=True,
                    help="prompt text, a prompt file, or a folder or JSONL file holding one")
-    p.add_argument("-k", "--num-draft-tokens", type=int, default=SETTINGS.num_draft_tokens,
-                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default %(default)s)")
-    p.add_argument("--depth", type=int, default=SETTINGS.mtp_depth,
-                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH} (default %(default)s)")
+    p.add_argument("-k", "--num-draft-tokens", type=draft_count,
+                   default=SETTINGS.num_draft_tokens,
+                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS}, or auto: chosen each round "
+                   "from the acceptance and costs measured so far (default %(default)s)")
+    p.add_argument("--depth", type=draft_count, default=SETTINGS.mtp_depth,
+                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH}, or auto "
+                   "(default %(default)s)")
     p.add_argument("--ngram", type=int, default=SETTINGS.ngram_n,
                    help="prompt lookup: tokens to match (default %(default)s)")
-    p.add_argument("--ngram-k", type=int, default=SETTINGS.ngram_k,
-                   help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS} "
-                   "(default %(default)s)")
+    p.add_argument("--ngram-k", type=draft_count, default=SETTINGS.ngram_k,
+                   help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS}, or "
+                   "auto (default %(default)s)")
     p.add_argument("--max-tokens", type=int, default=SETTINGS.max_tokens,
                    help="tokens to generate at most (default %(default)s)")
     p.add_argument("--temp", type=float, default=SAMPLING.temperature,
