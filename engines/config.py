@@ -11,7 +11,11 @@ from typing import Any, Literal, Union
 
 from specdeck.engines.errors import SettingsError
 
-STRATEGIES = ("plain", "draft", "mtp", "ngram")
+STRATEGIES = ("plain", "draft", "mtp", "ngram", "chain")
+#: Who drafts for each speculative strategy (``chain``: prompt lookup, then a draft
+#: model or, without one, an MTP head).
+DRAFTERS = {"draft": ("draft",), "mtp": ("mtp",), "ngram": ("ngram",),
+            "chain": ("ngram", "draft", "mtp")}
 
 #: A draft length a controller picks round by round (``engines.draft_length``) instead
 #: of a fixed k: ``-k auto``, ``--depth auto``, ``--ngram-k auto``.
@@ -156,13 +160,14 @@ class DecodeSettings:
 
     def max_drafts(self, strategy: str) -> int:
         """The most drafts one round of ``strategy`` proposes (plain: none; ``auto``:
-        the most its controller may choose)."""
-        if strategy not in ("draft", "mtp", "ngram"):
-            return 0
-        count = self.draft_count(strategy)
+        the most its controller may choose; ``chain``: the most of its drafters')."""
+        return max((self._most(drafter) for drafter in DRAFTERS.get(strategy, ())), default=0)
+
+    def _most(self, drafter: str) -> int:
+        count = self.draft_count(drafter)
         if count != AUTO:
             return count
-        return MAX_MTP_DEPTH if strategy == "mtp" else MAX_DRAFT_TOKENS
+        return MAX_MTP_DEPTH if drafter == "mtp" else MAX_DRAFT_TOKENS
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -55,10 +55,15 @@ class PromptLookup:
                 self.follows[tuple(history[-n:])] = len(history)
             history.append(token)
 
+    def match(self) -> int | None:
+        """Where the tokens after the latest earlier occurrence of the last ``n`` start;
+        None when the text offers no such match."""
+        if len(self.history) < self.n:
+            return None
+        return self.follows.get(tuple(self.history[-self.n :]))
+
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
-        start = None
-        if len(self.history) >= self.n:
-            start = self.follows.get(tuple(self.history[-self.n :]))
+        start = self.match()
         drafts = [] if start is None else self.history[start : start + count]
         return mx.array(drafts, mx.uint32), None
 

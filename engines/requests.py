@@ -15,6 +15,15 @@ from specdeck.engines.errors import SettingsError
 
 #: Strategies that need a draft model.
 NEEDS_DRAFT = {"draft"}
+#: Strategies that draft with the draft model when one is named.
+USES_DRAFT = {"draft", "chain"}
+
+
+def uses_mtp(strategies: list[str], draft: object) -> bool:
+    """Whether a comparison needs an MTP head: for the mtp strategy, or for chain with
+    no draft model to fall back on."""
+    return "mtp" in strategies or ("chain" in strategies and not draft)
+
 #: Timed repetitions of each strategy a comparison may ask for.
 MAX_REPEATS = 20
 

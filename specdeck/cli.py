@@ -71,7 +71,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", help="revision of the target on the Hugging Face hub")
     p.add_argument(
         "--strategies", default="plain,draft",
-        help="comma-separated, run in this order (plain, draft, mtp, ngram)",
+        help="comma-separated, run in this order (plain, draft, mtp, ngram, chain: "
+        "prompt lookup where the text repeats, the draft model or MTP head elsewhere)",
     )
     p.add_argument("--prompt", required=True,
                    help="prompt text, a prompt file, or a folder or JSONL file holding one")
