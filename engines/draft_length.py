@@ -188,3 +188,16 @@ def choice_words(event: Round) -> str | None:
     gain = event.auto_tokens / event.auto_cost
     return (f"auto chose {drafts}: expects {event.auto_tokens:.2f} tokens for "
             f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){explored}")
+
+
+def auto_summary(rounds: list[Round]) -> str | None:
+    """What ``auto`` chose over a run, in a line; None when no round ran under it."""
+    chosen = [r.auto_k for r in rounds if r.auto_k is not None]
+    if not chosen:
+        return None
+    counts = {k: chosen.count(k) for k in sorted(set(chosen))}
+    usual = max(counts, key=lambda k: (counts[k], -k))
+    plain = counts.get(0, 0) / len(chosen)
+    explored = sum(r.auto_explored for r in rounds)
+    return (f"auto drafted k = {min(counts)}..{max(counts)}, mostly {usual}; plain steps in "
+            f"{plain:.0%} of rounds; {explored} exploring round{'' if explored == 1 else 's'}")

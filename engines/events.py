@@ -24,6 +24,9 @@ FinishReason = Literal["length", "stop", "cancelled", "error"]
 
 #: Who drafts: an external draft model, a model's own MTP head, or prompt lookup.
 Drafter = Literal["draft", "mtp", "ngram"]
+#: Each drafter as a sentence names it.
+DRAFTER_WORDS: dict[str, str] = {
+    "draft": "the draft model", "mtp": "the MTP head", "ngram": "prompt lookup"}
 
 
 @dataclass(slots=True)

@@ -364,9 +364,34 @@ def explain_run(name: str, result) -> list[str]:
                      f"{percent(noise)}): it cannot be told from plain")
     if stats.tokens_per_round is not None and stats.proposed:
         lines.append(f"{stats.tokens_per_round:.2f} tokens per target pass")
+    lines += drafting_lines(trace.rounds, stats,
+                            result.request.settings.sampling.temperature > 0)
     model = cost_model(stats, plain_step_seconds(plain_speed))
     if model is not None:
         lines.append("why: " + model.why(measured_speedup, stats.acceptance_rate))
+    return lines
+
+
+def drafting_lines(rounds: list, stats, sampled: bool) -> list[str]:
+    """How a run drafted, where there is more to say than its acceptance: what ``auto``
+    chose, who drafted for ``chain``, and (``sampled``: temperature > 0) what mlx-lm's
+    exact-match rule would have kept of the same drafts."""
+    from specdeck.engines.draft_length import auto_summary
+    from specdeck.engines.events import DRAFTER_WORDS
+
+    lines = []
+    auto = auto_summary(rounds)
+    if auto:
+        lines.append(auto)
+    drafters = [r.proposer for r in rounds if r.proposer]
+    if len(set(drafters)) > 1:
+        lines.append("drafted by " + ", ".join(
+            f"{DRAFTER_WORDS[name]} in {plural(drafters.count(name), 'round')}"
+            for name in sorted(set(drafters))))
+    shadow = stats.exact_match_acceptance_rate
+    if sampled and shadow is not None:
+        lines.append(f"mlx-lm's exact-match rule would have kept {percent(shadow)} of the "
+                     f"same drafts (min(1, p/q) kept {percent(stats.acceptance_rate)})")
     return lines
 
 
