@@ -7,8 +7,8 @@ what every k from 0 to its most would give, ``E(k) / C(k)`` tokens per one-token
 and picks the best: 0 (a plain step) when no k pays for itself. Positions and lengths it
 has not tried are priced from what it has (the acceptance pooled over positions; the
 cost model's straight line through the nearest length measured). Every eighth round it
-tries a neighbour of the best k instead (one more draft, one fewer; the best drafting k
-while it stands at 0), so that a prediction which went wrong can recover. Counts and
+tries a neighbour of the best k instead (one more draft, one fewer), and every 32nd the
+best drafting k while it stands at 0, so that a prediction which went wrong can recover. Counts and
 costs fade with a window of a few dozen rounds: the text changes (a copied block, then
 prose) and so does what pays.
 
@@ -28,8 +28,10 @@ from specdeck.engines.formatting import times
 
 #: Rounds over which counts and costs fade (an exponential window).
 WINDOW = 32
-#: Every this many rounds one explores a neighbour of the best k.
+#: Every this many rounds one explores a neighbour of the best k; while the best is a
+#: plain step, a try at drafting costs more than a neighbour does, so less often.
 EXPLORE_EVERY = 8
+EXPLORE_IDLE = 32
 #: The k tried first, once a one-token pass has been timed and before any verify pass.
 START = 2
 #: How many observations' worth the pooled acceptance weighs in at each position.
@@ -98,16 +100,16 @@ class AdaptiveLength:
         self.draft_step = RunningMean()
         #: Verify pass seconds by drafts verified (1..most).
         self.verify: dict[int, RunningMean] = {}
-        self.rounds = 0
+        self.rounds = self.explored_at = self.explorations = 0
 
     def observe(self, event: Round) -> None:
+        fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
+        self.reached = [n * fade for n in self.reached]
+        self.kept = [n * fade for n in self.kept]
         drafted = len(event.drafted)
         if not drafted:
             self.one_token.add(event.seconds)
             return
-        fade = 1.0 - 1.0 / WINDOW
-        self.reached = [n * fade for n in self.reached]
-        self.kept = [n * fade for n in self.kept]
         for i in range(min(event.accepted + 1, drafted, self.most)):
             self.reached[i] += 1.0
             if i < event.accepted:
@@ -157,12 +159,14 @@ class AdaptiveLength:
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
-        k, explored = best, self.rounds % EXPLORE_EVERY == 0
+        k, explored = best, self.rounds - self.explored_at >= (
+            EXPLORE_EVERY if best else EXPLORE_IDLE)
         if explored:
+            self.explored_at, self.explorations = self.rounds, self.explorations + 1
             if best == 0:
                 k = max(range(1, len(speed)), key=lambda k: (speed[k], -k))
             else:
-                up = (self.rounds // EXPLORE_EVERY) % 2 == 1 and best < self.most
+                up = self.explorations % 2 == 1 and best < self.most
                 k = best + 1 if up else best - 1
         tokens, cost = predicted[k]
         return LengthChoice(k, tokens, cost, explored)

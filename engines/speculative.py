@@ -164,6 +164,11 @@ def run_speculative(
             queued = None
             lp, hidden, captured, verdict = (
                 checked.lp, checked.hidden, checked.captured, checked.verdict)
+            if not k and not any(c.k for c in choices.values()):
+                # A plain step, and the next round drafts nothing either: queue its step
+                # on this one's token before reading it, as plain decoding does.
+                queued = verify(verdict.fallback[:1].astype(mx.uint32), drafts, None)
+                mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
             mx.eval(verdict.passed, verdict.fallback)
             drafted = drafts.tolist()
             accepted = leading_run(verdict.passed.tolist())
@@ -194,7 +199,7 @@ def run_speculative(
             this_drafter, this_choice = drafter, choice
             if not output.finished:
                 drafts, draft_lp, drafter, choice = propose()
-                if not drafts.size:  # nothing drafted: the target's step runs right away
+                if queued is None and not drafts.size:  # the target's step runs right away
                     queued = verify(pending, drafts, draft_lp)
                     mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
             # Everything else the round records is computed behind the next drafts (or

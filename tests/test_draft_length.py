@@ -11,7 +11,7 @@ from specdeck.engines import draft, mtp, ngram
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, AdaptiveLength, FixedLength, LengthChoice, choice_words, draft_length,
+    EXPLORE_EVERY, EXPLORE_IDLE, AdaptiveLength, FixedLength, LengthChoice, choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Round, Trace
@@ -80,10 +80,10 @@ def test_cheap_right_drafts_go_long_and_useless_ones_go_plain() -> None:
 def test_explores_a_neighbour_every_few_rounds_and_recovers() -> None:
     line = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731
     policy = AdaptiveLength(8)
-    bad = feed(policy, 0.0, draft_step=0.3, pass_cost=line)
+    bad = feed(policy, 0.0, draft_step=0.3, pass_cost=line, rounds=144)
     explored = [c for c in bad[16:] if c.explored]
     assert explored and all(c.k >= 1 for c in explored)
-    assert len(explored) == pytest.approx(len(bad[16:]) / EXPLORE_EVERY, abs=1)
+    assert len(explored) == pytest.approx(len(bad[16:]) / EXPLORE_IDLE, abs=1)
     # The text turns copyable: the drafts start surviving, and the exploration sees it.
     recovered = feed(policy, 1.0, draft_step=0.3, pass_cost=line, rounds=96)
     assert settled(recovered)[-8:] == [max(settled(recovered))] * 8
@@ -229,11 +229,12 @@ SAMPLING = Sampling(temperature=0.9, top_k=30)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("script", [[0, 2], [1, 0], [2, 1]])
+@pytest.mark.parametrize("script", [[0, 2], [1, 0], [2, 1], [0, 0, 2]])
 def test_changing_k_keeps_the_targets_distribution(tiny_family, store, monkeypatch,
                                                    script) -> None:
     """The first two tokens from a plain step then drafts the draft model must catch up
-    on, and from drafts then a plain step: both drawn from the target's distribution."""
+    on, from drafts then a plain step, and from plain steps queued one on the other's
+    token before it is read: all drawn from the target's distribution."""
     monkeypatch.setattr(draft, "draft_length", lambda settings, name: Scripted(script))
     models = Models(store.get(str(tiny_family["llama_target"])),
                     store.get(str(tiny_family["llama_draft"])))
