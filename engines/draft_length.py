@@ -8,9 +8,11 @@ and picks the best: 0 (a plain step) when no k pays for itself. Positions and le
 has not tried are priced from what it has (the acceptance pooled over positions; the
 cost model's straight line through the nearest length measured). Every eighth round it
 tries a neighbour of the best k instead (one more draft, one fewer), and every 32nd the
-best drafting k while it stands at 0, so that a prediction which went wrong can recover. Counts and
-costs fade with a window of a few dozen rounds: the text changes (a copied block, then
-prose) and so does what pays.
+best drafting k while it stands at 0, so that a prediction which went wrong can recover.
+The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
+then prose) and so does what pays. Costs are medians of the last few rounds of each
+kind, which one slow round on a busy machine barely moves; the first round, run cold,
+is left out of them.
 
 A choice is made while the previous round's drafts compute, from the rounds before
 that: it costs the loop no time, and is one round late.
@@ -18,6 +20,7 @@ that: it costs the loop no time, and is one round late.
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -25,9 +28,12 @@ from specdeck.engines.config import AUTO, DecodeSettings
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.events import Round
 from specdeck.engines.formatting import times
+from specdeck.engines.stats import median
 
-#: Rounds over which counts and costs fade (an exponential window).
+#: Rounds over which the acceptance counts fade (an exponential window).
 WINDOW = 32
+#: Costs are the median of this many recent measurements of each kind.
+RECENT = 15
 #: Every this many rounds one explores a neighbour of the best k; while the best is a
 #: plain step, a try at drafting costs more than a neighbour does, so less often.
 EXPLORE_EVERY = 8
@@ -72,19 +78,24 @@ class FixedLength:
         pass
 
 
-class RunningMean:
-    """The mean of the first ``WINDOW`` values, then an exponential average over about
-    that many: a slow first pass does not linger, and one outlier moves it little."""
+class RecentMedian:
+    """The median of the last ``RECENT`` values: one slow round (another process took
+    the CPU, a buffer was allocated) barely moves it, and it follows a lasting change
+    within a few rounds."""
 
-    __slots__ = ("value", "count")
+    __slots__ = ("values", "value")
 
     def __init__(self) -> None:
+        self.values: deque[float] = deque(maxlen=RECENT)
         self.value = 0.0
-        self.count = 0
 
     def add(self, x: float) -> None:
-        self.count += 1
-        self.value += (x - self.value) / min(self.count, WINDOW)
+        self.values.append(x)
+        self.value = median(list(self.values))
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
 
 
 class AdaptiveLength:
@@ -96,10 +107,10 @@ class AdaptiveLength:
         #: before it accepted) and of those that kept it.
         self.reached = [0.0] * most
         self.kept = [0.0] * most
-        self.one_token = RunningMean()
-        self.draft_step = RunningMean()
+        self.one_token = RecentMedian()
+        self.draft_step = RecentMedian()
         #: Verify pass seconds by drafts verified (1..most).
-        self.verify: dict[int, RunningMean] = {}
+        self.verify: dict[int, RecentMedian] = {}
         self.rounds = self.explored_at = self.explorations = 0
 
     def observe(self, event: Round) -> None:
@@ -108,14 +119,16 @@ class AdaptiveLength:
         self.kept = [n * fade for n in self.kept]
         drafted = len(event.drafted)
         if not drafted:
-            self.one_token.add(event.seconds)
+            if event.index:  # the first round runs cold: its time says little
+                self.one_token.add(event.seconds)
             return
         for i in range(min(event.accepted + 1, drafted, self.most)):
             self.reached[i] += 1.0
             if i < event.accepted:
                 self.kept[i] += 1.0
-        self.draft_step.add(event.draft_seconds / drafted)
-        self.verify.setdefault(drafted, RunningMean()).add(event.verify_seconds)
+        if event.index:
+            self.draft_step.add(event.draft_seconds / drafted)
+            self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
 
     def survival(self) -> list[float]:
         """``s_i`` for i = 1..most: the product of each position's conditional

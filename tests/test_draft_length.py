@@ -26,9 +26,9 @@ TOKENS = 40
 
 
 def synthetic(drafted: int, accepted: int, *, draft_step: float, verify: float,
-              index: int = 0) -> Round:
+              index: int = 1) -> Round:
     """A round of ``drafted`` drafts (``accepted`` kept) taking ``draft_step`` seconds per
-    draft and ``verify`` seconds to verify."""
+    draft and ``verify`` seconds to verify (not the first of its run, which runs cold)."""
     tokens = list(range(accepted + 1))
     return Round(index=index, drafted=list(range(drafted)), accepted=accepted, tokens=tokens,
                  end="target", pieces=[""] * len(tokens),
@@ -48,12 +48,12 @@ def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
         choices.append(choice)
         k = choice.k
         if not k:
-            policy.observe(synthetic(0, 0, draft_step=0, verify=1.0, index=i))
+            policy.observe(synthetic(0, 0, draft_step=0, verify=1.0, index=i + 1))
             continue
         # Alternate the outcome so that the survival rate at position 1 is ``accept``.
         kept = k if (i * accept) % 1 + accept >= 1 else 0
         policy.observe(synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1),
-                                 index=i))
+                                 index=i + 1))
     return choices
 
 
@@ -65,8 +65,18 @@ def settled(choices: list[LengthChoice]) -> list[int]:
 def test_a_first_plain_step_then_a_first_try() -> None:
     policy = AdaptiveLength(8)
     assert policy.choose() == LengthChoice(0)
+    policy.observe(synthetic(0, 0, draft_step=0, verify=50.0, index=0))  # cold: not timed
+    assert policy.choose() == LengthChoice(0)
     policy.observe(synthetic(0, 0, draft_step=0, verify=1.0))
     assert policy.choose().k == 2 and policy.choose().tokens is None
+    assert policy.one_token.value == 1.0
+
+
+def test_one_slow_round_barely_moves_the_costs() -> None:
+    policy = AdaptiveLength(4)
+    for i, seconds in enumerate([1.0, 1.1, 0.9, 30.0, 1.0], 1):
+        policy.observe(synthetic(0, 0, draft_step=0, verify=seconds, index=i))
+    assert policy.one_token.value == 1.0
 
 
 def test_cheap_right_drafts_go_long_and_useless_ones_go_plain() -> None:
