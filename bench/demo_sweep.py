@@ -47,16 +47,22 @@ PHASE_DATA = {
 
 def sweep(reps: int, max_tokens: int, ks: list[int], depths: list[int]) -> list[dict]:
     from specdeck.engines.requests import SweepPrompt, SweepRequest
-    from specdeck.engines.sweep import run_sweep
     from specdeck.prompts import get_prompt
 
     demo = require_demo_models()
-    request = SweepRequest(
+    return sweep_cells(SweepRequest(
         target=demo.target, draft=demo.draft,
         prompts=[SweepPrompt(key, get_prompt(key).text, key) for key in PROMPTS],
         strategies=["draft", "mtp"], ks=ks, depths=depths, reps=reps,
         max_tokens=max_tokens,
-    )
+    ))
+
+
+def sweep_cells(request) -> list[dict]:
+    """Run a sweep (an ``engines.requests.SweepRequest``) with its progress on stderr;
+    its cells as dicts."""
+    from specdeck.engines.sweep import run_sweep
+
     cells, complete = run_sweep(
         request, progress=lambda p: print(f"\r{p.done}/{p.total} {p.label}\033[K",
                                           end="", file=sys.stderr, flush=True),

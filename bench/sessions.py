@@ -45,10 +45,12 @@ from specdeck.playback import SPEEDS, Playback, Schedule  # noqa: E402
 from specdeck.session import (  # noqa: E402
     build_document, event_to_dict, load_session, save_document,
 )
-from specdeck.tui.stats_strip import RoundSeries, format_stats  # noqa: E402
+from specdeck.tui.stats_strip import RoundSeries, pack_figures, stats_figures  # noqa: E402
 
-#: Cells of a pane's sparkline in the bench (a third of a 120-column terminal).
+#: Cells of a pane's sparkline and strip lines in the bench (a third of a 120-column
+#: terminal).
 SPARKLINE_WIDTH = 40
+STRIP_WIDTH = 36
 
 WORDS = [" the", " cache", " token", " draft", " model", "(", ")", ":", "\n    ", " return",
          " é", " speculative", " verify", " accept", "_", "x", " = ", "0", "1", "."]
@@ -138,7 +140,7 @@ class StripWork:
         else:
             stats = compute_stats(events[:due])
             data = [float(e.accepted) for e in events[:due] if isinstance(e, Round)]
-        format_stats(stats, 100.0, False, 2**30)
+        pack_figures(stats_figures(stats, 100.0, False, 2**30), STRIP_WIDTH)
         self.console.print(Sparkline(data, width=SPARKLINE_WIDTH))
 
 

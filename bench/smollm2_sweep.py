@@ -18,13 +18,12 @@ import json
 import platform
 import sys
 import time
-from dataclasses import asdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "bench"))
 
-from demo_sweep import print_cells  # noqa: E402
+from demo_sweep import print_cells, sweep_cells  # noqa: E402
 
 from specdeck.engines.families import require_family, shipped_draft_dir  # noqa: E402
 
@@ -32,24 +31,16 @@ PROMPTS = ("chat_capital", "chat_explain", "chat_email")
 
 
 def sweep(reps: int, max_tokens: int, ks: list[int], ngram: bool) -> list[dict]:
-    from specdeck.engines.sweep import SweepPrompt, SweepRequest, run_sweep
+    from specdeck.engines.sweep import SweepPrompt, SweepRequest
     from specdeck.prompts import get_prompt
 
     family = require_family("smollm2")
-    request = SweepRequest(
+    return sweep_cells(SweepRequest(
         target=family.target, draft=family.draft,
         prompts=[SweepPrompt(key, get_prompt(key).text, key) for key in PROMPTS],
         strategies=["draft", "ngram"] if ngram else ["draft"], ks=ks, reps=reps,
         max_tokens=max_tokens,
-    )
-    cells, complete = run_sweep(
-        request, progress=lambda p: print(f"\r{p.done}/{p.total} {p.label}\033[K",
-                                          end="", file=sys.stderr, flush=True),
-    )
-    print(file=sys.stderr)
-    if not complete:
-        raise SystemExit("sweep interrupted")
-    return [asdict(c) for c in cells]
+    ))
 
 
 def summary(cells: list[dict]) -> dict:

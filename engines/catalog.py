@@ -329,6 +329,22 @@ def _is_hybrid(text: dict, model_type: str) -> bool:
     return bool(kinds - {"full_attention", "sliding_attention", "attention"})
 
 
+def looks_like_hub_id(source: str) -> bool:
+    """``org/name``, as the Hugging Face hub names models (not a path)."""
+    parts = source.split("/")
+    return len(parts) == 2 and all(parts) and not source.startswith((".", "/", "~"))
+
+
+def require_findable(source: str) -> None:
+    """A ModelError when ``source`` is neither an existing path nor a hub id: said first,
+    before anything else about a run that names it."""
+    if not looks_like_hub_id(source) and not Path(source).expanduser().exists():
+        raise ModelError(
+            f"model not found: {source} (no such directory; a Hugging Face id looks like "
+            "mlx-community/Qwen3-0.6B-4bit)"
+        )
+
+
 def require_model_dir(path: Path, label: str | None = None) -> Path:
     """``path`` when it is a model's folder (it holds config.json); else a ModelError that
     names ``label`` (default: the path) and what to point at instead."""
@@ -453,6 +469,26 @@ def scan_hf_cache(cache_dir: Path | str | None = None) -> list[ModelInfo]:
     return models
 
 
+def model_dirs_in(folder: Path) -> list[Path]:
+    """The model folders (holding config.json) among ``folder``'s subfolders and theirs:
+    a family folder (``models/demo`` holds ``target`` and ``draft``) is found from its
+    parent too. Unreadable folders are passed over."""
+    found = []
+
+    def subfolders(path: Path) -> list[Path]:
+        try:
+            return sorted(p for p in path.iterdir() if p.is_dir())
+        except OSError:
+            return []
+
+    for child in subfolders(folder):
+        if (child / "config.json").is_file():
+            found.append(child)
+        else:
+            found += [g for g in subfolders(child) if (g / "config.json").is_file()]
+    return found
+
+
 def find_models(dirs: Iterable[Path | str] = (), cache_dir: Path | str | None = None,
                 hub: bool = True,
                 on_problem: Callable[[ModelError], None] | None = None) -> list[ModelInfo]:
@@ -477,11 +513,11 @@ def find_models(dirs: Iterable[Path | str] = (), cache_dir: Path | str | None = 
         if (path / "config.json").is_file() or not path.is_dir():
             add(path)
             continue
-        inner = [p for p in sorted(path.iterdir()) if (p / "config.json").is_file()]
+        inner = model_dirs_in(path)
         if not inner:
             problem(ModelError(
-                f"{d} is not a model directory and holds none: no config.json in it or "
-                "its subfolders (point at the folder that holds config.json)"
+                f"{d} is not a model directory and holds none: no config.json in it, its "
+                "subfolders or theirs (point at the folder that holds config.json)"
             ))
         for p in inner:
             add(p)

@@ -14,6 +14,7 @@ import sysconfig
 from pathlib import Path
 from typing import NamedTuple
 
+from specdeck.engines.catalog import require_findable
 from specdeck.engines.errors import ModelError
 
 #: Where ``scripts/train_demo.py`` writes the family: a checkout (or editable install).
@@ -57,7 +58,11 @@ def require_demo_models(root: Path | None = None) -> DemoModels:
 def default_models(target: str | None, draft: str | None) -> tuple[str, str | None]:
     """The (target, draft) a command runs: the demo family when no target is named (with
     the demo draft unless one is named); a named target keeps only the draft named with
-    it, since the demo draft would not share its tokenizer."""
+    it, since the demo draft would not share its tokenizer. A named model that is not
+    there is said first (before, say, that the draft strategy lacks a draft)."""
+    for named in (target, draft):
+        if named:
+            require_findable(named)
     if target:
         return target, draft
     demo = require_demo_models()

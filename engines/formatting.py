@@ -96,6 +96,17 @@ def format_stat(name: str, value: Any) -> str:
     return f"{value:,}" if isinstance(value, int) else f"{value:.3g}"
 
 
+def setting_text(path: str, value: Any, width: int = 60) -> str:
+    """A configuration or machine value (a diff's ``path``, dotted) for a person: byte
+    counts (``*_bytes``, memory estimates) in binary units, strings quoted, cut at
+    ``width`` characters."""
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            path.endswith("_bytes") or ".memory_estimates." in f".{path}"):
+        return byte_size(value)
+    text = repr(value) if isinstance(value, str) else str(value)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def stats_table(a_title: str, b_title: str, rows: Iterable[Any]
                 ) -> tuple[list[tuple[str, str]], list[tuple[str, str, str, str]]]:
     """Two runs' statistics side by side with their ratio: the columns (title and

@@ -19,7 +19,9 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map
 
-from specdeck.engines.catalog import read_config, refuse_custom_code, require_model_dir
+from specdeck.engines.catalog import (
+    read_config, refuse_custom_code, require_findable, require_model_dir,
+)
 from specdeck.engines.errors import ModelError
 
 #: Files needed to read a model's configuration and tokenizer without its weights.
@@ -46,11 +48,6 @@ class LoadedModel:
         return self.path.name if Path(self.source).exists() else self.source
 
 
-def _looks_like_hub_id(source: str) -> bool:
-    parts = source.split("/")
-    return len(parts) == 2 and all(parts) and not source.startswith((".", "/", "~"))
-
-
 def resolve(source: str, revision: str | None = None) -> Path:
     """The local directory holding ``source``'s config and tokenizer (no weights yet),
     checked: a sane config, and no code of its own to run."""
@@ -64,11 +61,7 @@ def _find(source: str, revision: str | None) -> Path:
     path = Path(source).expanduser()
     if path.exists():
         return require_model_dir(path, source)
-    if not _looks_like_hub_id(source):
-        raise ModelError(
-            f"model not found: {source} (no such directory; a Hugging Face id looks like "
-            "mlx-community/Qwen3-0.6B-4bit)"
-        )
+    require_findable(source)
     from huggingface_hub import snapshot_download
 
     try:

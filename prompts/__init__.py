@@ -13,6 +13,7 @@ workload. ``specdeck compare`` takes one prompt, ``specdeck sweep`` several.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,6 +24,8 @@ PROMPTS_DIR = Path(__file__).resolve().parent
 
 #: The prompt the playground opens on.
 DEFAULT_PROMPT = "code"
+#: Endings that make a ``--prompt`` value a file name (see ``looks_like_path``).
+PROMPT_FILE_ENDINGS = (".txt", ".md", ".json", ".jsonl")
 
 _SEPARATOR = "---"
 
@@ -126,10 +129,22 @@ def _existing(value: str) -> Path | None:
         return None
 
 
+def looks_like_path(value: str) -> bool:
+    """``value`` reads as a file name rather than prompt text: no spaces, and a prompt
+    file's ending or a path separator."""
+    if not value or any(ch.isspace() for ch in value):
+        return False
+    separators = [sep for sep in (os.sep, os.altsep) if sep]
+    return value.lower().endswith(PROMPT_FILE_ENDINGS) or any(s in value for s in separators)
+
+
 def read_prompts(value: str) -> list[Prompt]:
     """What ``--prompt`` takes: a folder of prompt files (``*.txt``), a JSONL file, a
-    prompt file, or else the text itself."""
+    prompt file, or else the text itself (but a missing file is an error, never text)."""
     path = _existing(value)
+    if path is None and looks_like_path(value):
+        raise UserError(f"no prompt file {value} (a prompt with no spaces that looks like "
+                        "a path is taken for one: check the path, or put the text in a file)")
     if path is None:
         return [Prompt("prompt", "prompt", "", value, "prompt")]
     if path.is_dir():

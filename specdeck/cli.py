@@ -26,8 +26,11 @@ from specdeck.engines.requests import (
     BACKENDS, MAX_REPEATS, RANK_VARIABLE, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
     launched,
 )
+from specdeck.prompts import DEFAULT_PROMPT
 from specdeck import fetch_command, models_command, session_commands, sweep_command
-from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE
+from specdeck.exit_status import (
+    EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE,
+)
 from specdeck.diff import DiffError
 from specdeck.session import SessionError
 from specdeck.visible import MESSAGE_CHARS, visible
@@ -74,8 +77,9 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         help="comma-separated, run in this order (plain, draft, mtp, ngram, chain: "
         "prompt lookup where the text repeats, the draft model or MTP head elsewhere)",
     )
-    p.add_argument("--prompt", required=True,
-                   help="prompt text, a prompt file, or a folder or JSONL file holding one")
+    p.add_argument("--prompt",
+                   help="prompt text, a prompt file, or a folder or JSONL file holding one "
+                   f"(default: the built-in {DEFAULT_PROMPT!r} prompt, as bare specdeck)")
     p.add_argument("-k", "--num-draft-tokens", type=draft_count,
                    default=SETTINGS.num_draft_tokens,
                    help=f"drafts per round, 1..{MAX_DRAFT_TOKENS}, or auto: chosen each round "
@@ -92,13 +96,17 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="tokens to generate at most (default %(default)s)")
     p.add_argument("--temp", type=float, default=SAMPLING.temperature,
                    help="temperature; 0 is greedy (default %(default)s)")
-    p.add_argument("--top-p", type=float, default=SAMPLING.top_p)
-    p.add_argument("--top-k", type=int, default=SAMPLING.top_k)
-    p.add_argument("--min-p", type=float, default=SAMPLING.min_p)
+    p.add_argument("--top-p", type=float, default=SAMPLING.top_p,
+                   help="sample from the most likely tokens holding this much probability "
+                   "(1.0: all)")
+    p.add_argument("--top-k", type=int, default=SAMPLING.top_k,
+                   help="sample from the k most likely tokens (0: all)")
+    p.add_argument("--min-p", type=float, default=SAMPLING.min_p,
+                   help="drop tokens less likely than this share of the likeliest (0: none)")
     p.add_argument("--seed", type=int, default=SAMPLING.seed,
                    help="0 to 2**64 - 1 (default %(default)s)")
     p.add_argument("--max-kv-size", type=int, default=SETTINGS.max_kv_size,
-                   help="bound the KV cache (rotating window)")
+                   help="bound the KV cache (rotating window; default: unbounded)")
     p.add_argument("--alternatives", type=int, default=SETTINGS.alternatives,
                    help="record the target's top-N alternatives at each position "
                    f"(0..{MAX_ALTERNATIVES}; default %(default)s)")
@@ -165,13 +173,45 @@ def group_from(args: argparse.Namespace) -> GroupSpec | None:
     return spec
 
 
+class DefaultsShown(argparse.HelpFormatter):
+    """Every option's help ends with its default, unless it names it already or has
+    none to name."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        if (not action.option_strings or "default" in text
+                or any(action.default is none for none in (None, False, argparse.SUPPRESS))):
+            return text
+        return f"{text} (default: %(default)s)".lstrip()
+
+
+class Parser(argparse.ArgumentParser):
+    """specdeck's parsers (the subcommands' too): defaults shown in ``--help``."""
+
+    def __init__(self, *args, formatter_class: type = DefaultsShown, **kwargs) -> None:
+        super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("specdeck")
+    except PackageNotFoundError:
+        return "unknown (not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="specdeck",
         description="Compare LLM decoding strategies side by side: plain, draft-model "
-        "speculation, MTP and prompt lookup.",
+        "speculation, MTP and prompt lookup. Bare specdeck opens the playground: on the "
+        "smollm2 family once `specdeck fetch smollm2` has run, else on the built-in demo "
+        "models (plain, draft and MTP on the default prompt); the commands below run your "
+        "own models, headless or in the playground.",
     )
     _add_model_options(parser)  # for the playground, `specdeck` alone
+    parser.add_argument("--version", action="version", version=f"specdeck {_version()}")
     sub = parser.add_subparsers(dest="command")
     compare = sub.add_parser("compare", help="run strategies one after another on one prompt")
     _add_run_options(compare)
@@ -237,7 +277,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 def compare_request(args: argparse.Namespace) -> CompareRequest:
     """The comparison the command line asks for, checked."""
     from specdeck.engines.families import models_for
-    from specdeck.prompts import read_prompt
+    from specdeck.prompts import get_prompt, read_prompt
 
     target, draft = models_for(args.family, args.target, args.draft)
     request = CompareRequest(
@@ -246,7 +286,7 @@ def compare_request(args: argparse.Namespace) -> CompareRequest:
         mtp_model=args.mtp_model,
         revision=args.revision,
         strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
-        prompt=read_prompt(args.prompt),
+        prompt=get_prompt().text if args.prompt is None else read_prompt(args.prompt),
         settings=settings_from(args),
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
@@ -496,11 +536,13 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         args.command = "playground"
     try:
-        return {
+        status = {
             "compare": cmd_compare, "playground": cmd_playground, "sweep": sweep_command.run,
             "replay": session_commands.cmd_replay, "diff": session_commands.cmd_diff,
             "models": models_command.run, "fetch": fetch_command.run,
         }[args.command](args)
+        sys.stdout.flush()  # here, where a broken pipe is caught, not at exit
+        return status
     except (UserError, SettingsError, ModelError, SessionError, DiffError) as exc:
         if isinstance(exc, GroupError) and os.environ.get(RANK_VARIABLE, "0") != "0":
             # Rank 0 says it for the group; failing here would make mlx.launch stop rank 0
@@ -511,6 +553,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # The reader left (specdeck ... | head): stop quietly. What is still buffered
+        # goes nowhere, so flushing it at exit raises nothing either.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 def entry() -> None:

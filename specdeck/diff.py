@@ -16,6 +16,7 @@ from typing import Any, Literal
 from specdeck.engines.events import Trace
 from specdeck.engines.formatting import plural
 from specdeck.session import Session
+from specdeck.sweep_file import Sweep
 
 
 #: Characters of an edit's text quoted in a line (``--json`` has it all).
@@ -284,8 +285,9 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def setting_changes(a: Session, b: Session) -> list[Change]:
-    """Configuration and machine values that differ, as dotted paths."""
+def setting_changes(a: Session | Sweep, b: Session | Sweep) -> list[Change]:
+    """Configuration and machine values that differ, as dotted paths (two sessions, or
+    two sweeps: max tokens, repetitions, ...)."""
     changes = []
     for section in ("config", "machine"):
         left = _flatten(getattr(a, section), section, {})

@@ -11,3 +11,6 @@ EXIT_USAGE = 2
 EXIT_NOT_SAVED = 3
 #: The shell's convention for a run ended by Ctrl+C (128 + SIGINT).
 EXIT_INTERRUPTED = 130
+#: The reader of the output went away (``specdeck ... | head``): 128 + SIGPIPE, as a
+#: shell reports a command ended by a broken pipe.
+EXIT_BROKEN_PIPE = 141

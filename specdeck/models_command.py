@@ -10,13 +10,15 @@ import sys
 from pathlib import Path
 
 from specdeck.engines.catalog import ModelInfo, find_models, suggest_drafts
+from specdeck.engines.demo import DEMO_DIR, demo_models
 from specdeck.engines.formatting import byte_size, parameters_text, quant_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("models", help="list usable models (Hugging Face cache and directories)")
     p.add_argument("dirs", nargs="*", type=Path, metavar="DIR",
-                   help="a model directory, or a folder of them, to list too")
+                   help="a model directory, or a folder of them (two levels deep), to list "
+                   "too (default: the built-in demo family)")
     p.add_argument("--cache-dir", type=Path,
                    help="Hugging Face cache to scan (default: the hub's own, HF_HUB_CACHE)")
     p.add_argument("--no-cache", action="store_true", help="list only the directories named")
@@ -57,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
     from specdeck.visible import MESSAGE_CHARS, visible
 
     problems: list[ModelError] = []
-    models = find_models(args.dirs, args.cache_dir, hub=not args.no_cache,
+    dirs = args.dirs or ([DEMO_DIR] if demo_models() is not None else [])
+    models = find_models(dirs, args.cache_dir, hub=not args.no_cache,
                          on_problem=problems.append)
     if args.json:
         rows = [{**m.to_dict(), "drafts": [d.name for d in suggest_drafts(m, models)]}

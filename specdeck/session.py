@@ -235,6 +235,12 @@ class Session:
         return DecodeSettings.from_dict(self.config.get("settings"))
 
     @property
+    def prompt(self) -> str | None:
+        """The prompt the run answered, when the file records it as text."""
+        prompt = self.config.get("prompt")
+        return prompt if isinstance(prompt, str) else None
+
+    @property
     def replay_title(self) -> str:
         return f"replay: {self.path.name if self.path else 'session'}"
 

@@ -9,11 +9,12 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Any
 
 from specdeck.engines.errors import UserError
 from specdeck.engines.files import MAX_FILE_BYTES
-from specdeck.engines.formatting import MISSING, format_stat, plural, stats_table
+from specdeck.engines.formatting import (
+    MISSING, format_stat, plural, setting_text, stats_table,
+)
 from specdeck.engines.group_costs import PassCosts, describe_group
 
 #: ``specdeck diff`` exit statuses besides errors (2): like diff(1).
@@ -127,7 +128,7 @@ def _import_tui(what: str):
 
 def _open_app(session) -> int:
     run_app = _import_tui("session").run_app
-    run_app(traces=session.traces, settings=session.settings,
+    run_app(traces=session.traces, settings=session.settings, prompt=session.prompt,
             memory_estimates=session.memory_estimates, measured=session.measured,
             title=session.replay_title)
     return 0
@@ -256,20 +257,25 @@ def cmd_diff(args: argparse.Namespace) -> int:
 def diff_sweep_files(a, b, as_json: bool) -> int:
     """Two sweeps cell by cell; exit 1 when a cell is missing on one side or its
     correctness differs (timings always differ a little)."""
+    from dataclasses import asdict
+
     import orjson
     from rich.table import Table
 
+    from specdeck.diff import setting_changes
     from specdeck.literal import literal
     from specdeck.sweep_file import diff_sweeps
 
     rows = diff_sweeps(a, b)
+    changes = setting_changes(a, b)
     differs = any(
         row["a"] is None or row["b"] is None or row["a"]["correct"] != row["b"]["correct"]
         for row in rows
     )
     if as_json:
-        sys.stdout.buffer.write(orjson.dumps({"a": str(a.path), "b": str(b.path), "cells": rows},
-                                             option=orjson.OPT_INDENT_2) + b"\n")
+        sys.stdout.buffer.write(orjson.dumps(
+            {"a": str(a.path), "b": str(b.path), "changes": [asdict(c) for c in changes],
+             "cells": rows}, option=orjson.OPT_INDENT_2) + b"\n")
         return EXIT_DIFFERENT if differs else EXIT_SAME
 
     def value(side: dict | None, name: str, fmt: str) -> str:
@@ -285,7 +291,10 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
         table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
     for row in rows:
         ca, cb = row["a"], row["b"]
-        check = "ok" if ca and cb and ca["correct"] == cb["correct"] else "DIFFERS"
+        if ca is None or cb is None:
+            check = f"missing in {'a' if ca is None else 'b'}"
+        else:
+            check = "ok" if ca["correct"] == cb["correct"] else "DIFFERS"
         table.add_row(
             literal(row["prompt"], one_line=True), f"{row['temperature']:g}",
             literal(row["label"], one_line=True),
@@ -294,7 +303,9 @@ def diff_sweep_files(a, b, as_json: bool) -> int:
             MISSING if row["speedup_ratio"] is None else f"{row['speedup_ratio']:.2f}",
             value(ca, "acceptance_rate", ".0%"), value(cb, "acceptance_rate", ".0%"), check,
         )
-    _console().print(table)
+    console = _console()
+    print_changes(console, changes)
+    console.print(table)
     return EXIT_DIFFERENT if differs else EXIT_SAME
 
 
@@ -307,14 +318,7 @@ def print_diff(report) -> None:
     console = _console()
     console.print(literal(f"a: {report.a_label}", one_line=True))
     console.print(literal(f"b: {report.b_label}", one_line=True))
-    if report.changes:
-        table = Table(title="settings that differ", title_justify="left")
-        for column in ("", "a", "b"):
-            table.add_column(column)
-        for change in report.changes:
-            table.add_row(literal(change.path, one_line=True), literal(_short(change.a)),
-                          literal(_short(change.b)))
-        console.print(table)
+    print_changes(console, report.changes)
     for pane in report.panes:
         console.print()
         console.print(literal(pane.summary(), "bold" if pane.identical else ""))
@@ -333,6 +337,19 @@ def print_diff(report) -> None:
         console.print(table)
 
 
-def _short(value: Any, width: int = 60) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
+def print_changes(console, changes) -> None:
+    """The settings and machine values that differ (``specdeck.diff.Change``s), if any."""
+    from rich.table import Table
+
+    from specdeck.literal import literal
+
+    if not changes:
+        return
+    table = Table(title="settings that differ", title_justify="left")
+    for column in ("", "a", "b"):
+        table.add_column(column)
+    for change in changes:
+        table.add_row(literal(change.path, one_line=True),
+                      literal(setting_text(change.path, change.a)),
+                      literal(setting_text(change.path, change.b)))
+    console.print(table)

@@ -16,9 +16,13 @@ from typing import Callable, Iterator
 import orjson
 
 from specdeck.atomic_files import write_new
+from specdeck.engines.config import DecodeSettings
 from specdeck.session import SessionError, migrate, read_document
+from specdeck.sweep_file import Sweep, is_sweep, sweep_from_document
 
 SUFFIX = ".json"
+#: The example sessions of a checkout (or an editable install).
+CHECKOUT_EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 
 
 def default_sessions_dir() -> Path:
@@ -147,6 +151,11 @@ class SessionSummary:
     strategies: dict[str, dict] = field(default_factory=dict)
     #: Why the file cannot be opened, or None when it looks like a readable session.
     problem: str | None = None
+    #: The settings the run recorded (k, MTP depth, n...), None when it lacks them.
+    settings: DecodeSettings | None = None
+    #: A sweep file (``specdeck sweep``'s), loaded: the browser opens it in the sweep
+    #: view; None for a session.
+    sweep: Sweep | None = None
 
     @property
     def name(self) -> str:
@@ -166,7 +175,12 @@ def summarize_session(path: Path) -> SessionSummary:
     path = Path(path)
     try:
         summary = SessionSummary(path=path, size_bytes=path.stat().st_size)
-        document = migrate(read_document(path))
+        document = read_document(path)
+        if is_sweep(document):
+            summary.sweep = sweep_from_document(document, path)
+            summary.created, summary.partial = summary.sweep.created, summary.sweep.partial
+            return summary
+        document = migrate(document)
     except SessionError as exc:
         summary.problem = str(exc)
         return summary
@@ -176,6 +190,7 @@ def summarize_session(path: Path) -> SessionSummary:
     summary.created = _text(document.get("created"))
     summary.partial = document.get("partial") is True
     summary.prompt = _text(config.get("prompt"))
+    summary.settings = DecodeSettings.from_dict(config.get("settings"))
     for role in ("target", "draft"):
         model = config.get(role)
         if isinstance(model, dict):
@@ -191,9 +206,16 @@ def summarize_session(path: Path) -> SessionSummary:
     return summary
 
 
+def examples_dir(directory: Path | None = None) -> Path | None:
+    """Example sessions to list beside ``directory``'s own: its ``examples`` folder, else
+    the checkout's ``sessions/examples`` (the runs the README describes), else None."""
+    directory = Path(directory) if directory is not None else default_sessions_dir()
+    return next((d for d in (directory / "examples", CHECKOUT_EXAMPLES) if d.is_dir()), None)
+
+
 def list_sessions(directory: Path | None = None) -> list[SessionSummary]:
     """Every ``*.json`` file directly in ``directory`` (default: ``default_sessions_dir()``),
-    newest first; none if it is missing."""
+    sessions and sweeps, newest first; none if it is missing."""
     directory = Path(directory) if directory is not None else default_sessions_dir()
     if not directory.is_dir():
         return []

@@ -88,3 +88,38 @@ def sample_traces() -> dict[str, Trace]:
             ([17, 18], 2, None),      # max tokens reached inside the drafts
         ]),
     }
+
+
+def sweep_cell(prompt: str, strategy: str, speedup: float, k: int | None = None,
+               depth: int | None = None, correct: bool | None = True) -> dict:
+    """One measured cell of a hand-built sweep, as ``specdeck sweep`` saves it."""
+    label = {"plain": "plain", "draft": f"draft k={k}", "mtp": f"mtp depth={depth}"}[strategy]
+    spec = strategy != "plain"
+    return {
+        "prompt": prompt, "kind": prompt, "strategy": strategy, "label": label,
+        "temperature": 0.0, "k": k, "depth": depth, "n": None, "reps": 3,
+        "tokens_per_s": [200.0 * speedup] * 3, "median_tokens_per_s": 200.0 * speedup,
+        "speedup": speedup, "cv": 0.08 if k == 4 else 0.01, "noisy": k == 4,
+        "acceptance_rate": 0.7 if spec else None, "mean_accepted": 1.4 if spec else None,
+        "tokens_per_round": 1.0, "acceptance_by_position": [], "expected_tokens_per_round":
+        None, "cost_ratio": None, "predicted_speedup": 1.2 if spec else None,
+        "peak_memory_bytes": 50 * 2**20, "memory_over_plain_bytes": 2**20 if spec else 0,
+        "correct": correct, "why": f"why {label}",
+    }
+
+
+def sweep_document() -> dict:
+    """A saved sweep: draft k=1, 2, 4 on a code prompt, MTP depth 1, 2 on prose (depth 2's
+    output differs from plain)."""
+    return {
+        "schema_version": 1, "kind": "sweep", "created": "2026-11-29T10:00:00+00:00",
+        "partial": False, "config": {}, "machine": {"chip": "Test CPU", "os": "Linux 6.1"},
+        "cells": [
+            sweep_cell("code", "plain", 1.0), sweep_cell("code", "draft", 1.5, k=1),
+            sweep_cell("code", "draft", 1.25, k=2), sweep_cell("code", "draft", 0.5, k=4),
+            sweep_cell("prose", "plain", 1.0), sweep_cell("prose", "mtp", 0.75, depth=1),
+            sweep_cell("prose", "mtp", 0.25, depth=2, correct=False),
+        ],
+        "recommendations": ["code @ temp 0: best draft k=1, 1.50x plain",
+                            "prose @ temp 0: speculation never beat plain decoding here"],
+    }

@@ -125,7 +125,7 @@ def test_the_compare_summary_and_its_messages_show_hostile_paths_literally(
     blocker.write_text("a file where the sessions folder should be")
     code, out = run_cli(capsys, "compare", "--headless", "--target", str(target),
                         "--draft", str(draft), "--strategies", "plain,draft", "--prompt",
-                        f"{QUIT}{CLEAR}", "--max-tokens", "8", "--warmup-tokens", "0",
+                        f"say {QUIT}{CLEAR}", "--max-tokens", "8", "--warmup-tokens", "0",
                         "--json", str(tmp_path / f"out{name}.json"),
                         "--sessions-dir", str(blocker))
     assert code == 3, out  # the session went to the fallback place, named

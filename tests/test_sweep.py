@@ -154,7 +154,7 @@ def test_a_sweep_without_json_is_saved_with_the_sessions(tmp_path, monkeypatch, 
 
     monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(sweep, "run_sweep", lambda request, **kw: ([], True))
-    assert main(["sweep", "--target", "t", "--draft", "d", "--prompt", "p"]) == 0
+    assert main(["sweep", "--target", str(tmp_path), "--draft", str(tmp_path), "--prompt", "p"]) == 0
     saved = sorted(tmp_path.glob("sweep-*.json"))
     assert len(saved) == 1 and saved[0].with_suffix(".svg").is_file()
     loaded = load_sweep(saved[0])

@@ -236,6 +236,40 @@ async def test_cancel_stops_at_once_and_drops_late_events(tiny_family):
 
 
 @run_async
+async def test_escape_never_cancels_and_c_says_where_the_partial_run_went(tiny_family, tmp_path):
+    clock = GatedClock(open_calls=60)
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock, in_process=True,
+                      sessions_dir=tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await clock.wait_blocked()
+        await pilot.press("escape", "escape")  # an extra escape after a dialog: harmless
+        assert app.phase.streaming
+        await pilot.press("c")
+        assert app.phase == "cancelled" and "saving what was measured" in app.status_text
+        clock.gate.set()
+        await settle(app, pilot)
+        (partial,) = tmp_path.glob("*_partial.json")
+        assert app.status_text.startswith(
+            f"cancelled · partial session saved to {partial} · r: measure again")
+
+
+@run_async
+async def test_a_live_race_says_r_measures_again(tiny_family):
+    now = [0.0]
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), wall_clock=lambda: now[0],
+                      save_sessions=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        await pilot.press("g")
+        await pilot.press("escape")  # does not stop the race
+        assert app.phase == "racing"
+        now[0] = 1e6
+        app.race_tick()
+        assert app.status_text.startswith("race finished: ")
+        assert " · g: race again · r: measure again · " in app.status_text
+
+
+@run_async
 async def test_restart_and_change_k(tiny_family):
     app = SpecdeckApp(make_request(tiny_family, k=2))
     async with app.run_test(size=SIZE) as pilot:
@@ -327,7 +361,9 @@ async def test_race_replays_in_sync_from_each_start(tiny_family):
 
 @run_async
 async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family):
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    # Three panes side by side would be 30 columns each: they stack instead.
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8,
+                                   strategies=("plain", "draft", "ngram")))
     async with app.run_test(size=(90, 50)) as pilot:
         await settle(app, pilot)
         plain, draft = app.pane("plain").region, app.pane("draft").region
@@ -339,10 +375,10 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family)
         assert {"specdeck.restart", "specdeck.cancel", "specdeck.step"} <= keys
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
-    wide = SpecdeckApp(make_request(tiny_family, max_tokens=8))
-    async with wide.run_test(size=(160, 40)) as pilot:
-        await settle(wide, pilot)
-        assert wide.pane("draft").region.x > wide.pane("plain").region.x  # side by side
+    two = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    async with two.run_test(size=(80, 40)) as pilot:  # two panes of 40 columns fit
+        await settle(two, pilot)
+        assert two.pane("draft").region.x > two.pane("plain").region.x  # side by side
 
 
 @run_async

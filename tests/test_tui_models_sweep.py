@@ -26,8 +26,8 @@ from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.model_picker import ModelPicker, catalog_dirs
 from specdeck.tui.speedup_chart import BREAK_EVEN, plot_speedups
 from specdeck.tui.sweep_view import SweepApp
-from session_helpers import document, sample_traces
-from specdeck.testing.pilot import run_async, settle
+from session_helpers import document, sample_traces, sweep_document
+from specdeck.testing.pilot import run_async, screen_text, settle
 from specdeck.testing.traces import demo_traces
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -136,6 +136,20 @@ async def test_picking_a_draft_lists_compatible_models_first_and_fills_the_field
 
 
 @run_async
+async def test_every_picker_column_stands_under_its_heading(catalog):
+    app = SettingsHost(compare_request(catalog["target"].path))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause()
+        await open_picker(app, pilot, "draft")
+        rows = screen_text(app).splitlines()
+        heading = next(row for row in rows if " fit " in row and " model " in row)
+        first = next(row for row in rows if "draft-1m" in row)
+        assert heading.index(" fit ") + 1 == first.index("suggested")
+        assert heading.index(" model ") + 1 == first.index("draft-1m")
+        assert heading.index(" params ") < first.index("1.0M") < heading.index(" quant ")
+
+
+@run_async
 async def test_mtp_and_target_pickers(catalog):
     app = SettingsHost(compare_request(catalog["target"].path))
     async with app.run_test(size=(160, 50)) as pilot:
@@ -228,38 +242,6 @@ async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
 
 
 # --- the sweep view ---------------------------------------------------------------------
-
-
-def sweep_cell(prompt: str, strategy: str, speedup: float, k: int | None = None,
-               depth: int | None = None, correct: bool | None = True) -> dict:
-    label = {"plain": "plain", "draft": f"draft k={k}", "mtp": f"mtp depth={depth}"}[strategy]
-    spec = strategy != "plain"
-    return {
-        "prompt": prompt, "kind": prompt, "strategy": strategy, "label": label,
-        "temperature": 0.0, "k": k, "depth": depth, "n": None, "reps": 3,
-        "tokens_per_s": [200.0 * speedup] * 3, "median_tokens_per_s": 200.0 * speedup,
-        "speedup": speedup, "cv": 0.08 if k == 4 else 0.01, "noisy": k == 4,
-        "acceptance_rate": 0.7 if spec else None, "mean_accepted": 1.4 if spec else None,
-        "tokens_per_round": 1.0, "acceptance_by_position": [], "expected_tokens_per_round":
-        None, "cost_ratio": None, "predicted_speedup": 1.2 if spec else None,
-        "peak_memory_bytes": 50 * 2**20, "memory_over_plain_bytes": 2**20 if spec else 0,
-        "correct": correct, "why": f"why {label}",
-    }
-
-
-def sweep_document() -> dict:
-    return {
-        "schema_version": 1, "kind": "sweep", "created": "2026-11-29T10:00:00+00:00",
-        "partial": False, "config": {}, "machine": {"chip": "Test CPU", "os": "Linux 6.1"},
-        "cells": [
-            sweep_cell("code", "plain", 1.0), sweep_cell("code", "draft", 1.5, k=1),
-            sweep_cell("code", "draft", 1.25, k=2), sweep_cell("code", "draft", 0.5, k=4),
-            sweep_cell("prose", "plain", 1.0), sweep_cell("prose", "mtp", 0.75, depth=1),
-            sweep_cell("prose", "mtp", 0.25, depth=2, correct=False),
-        ],
-        "recommendations": ["code @ temp 0: best draft k=1, 1.50x plain",
-                            "prose @ temp 0: speculation never beat plain decoding here"],
-    }
 
 
 @pytest.fixture

@@ -15,9 +15,10 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from specdeck.session import save_document
 from session_helpers import document, make_trace, plain_trace, sample_traces
-from specdeck.tui.app import LiveSource, SpecdeckApp
+from specdeck.tui.app import LiveSource, ReplaySource, SpecdeckApp
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
+from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.testing.pilot import run_async, settle
 from specdeck.testing.traces import demo_traces
 
@@ -74,8 +75,9 @@ async def open_browser(app, pilot) -> SessionBrowser:
 
 
 def rows(browser: SessionBrowser) -> list[list[str]]:
+    """The rows of the sessions directory's own files (the examples' section left out)."""
     table = browser.query_one(DataTable)
-    return [[str(cell) for cell in table.get_row_at(i)] for i in range(table.row_count)]
+    return [[str(cell) for cell in table.get_row_at(i)] for i in range(browser.own_count)]
 
 
 async def highlight(browser: SessionBrowser, pilot, name: str) -> None:
@@ -96,8 +98,8 @@ async def test_the_browser_lists_sessions_newest_first_with_previews(sessions):
     async with app.run_test(size=SIZE) as pilot:
         browser = await open_browser(app, pilot)
         # Newest first by creation time; the broken file (no time) last; notes.txt left out.
-        assert rows(browser) == [["", "new", ""], ["", "partial", "partial"],
-                                 ["", "old", ""], ["", "broken", "unreadable"]]
+        assert rows(browser) == [["", "new", "", ""], ["", "partial", "", "partial"],
+                                 ["", "old", "k=2", ""], ["", "broken", "", "unreadable"]]
         text = preview_text(browser)  # the newest is highlighted
         assert "new.json" in text and "created 2026-11-03T10:00:00+00:00" in text
         assert "target tiny/target · draft tiny/draft" in text
@@ -194,7 +196,7 @@ async def test_diff_of_two_sessions_shows_the_first_divergence(sessions):
         await highlight(browser, pilot, "old")
         await pilot.press("f")  # mark side a
         await pilot.pause()
-        assert rows(browser)[2] == ["◆ a", "old", ""]
+        assert rows(browser)[2] == ["◆ a", "old", "k=2", ""]
         assert "diff old.json with" in shown(browser.query_one("#sessions-status", Static).content)
         await highlight(browser, pilot, "new")
         await pilot.press("enter")  # with a mark, enter diffs instead of opening
@@ -286,6 +288,8 @@ async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, t
     request = CompareRequest(target=str(tmp_path / "no-model"), strategies=["plain", "ngram"],
                              prompt="hi", settings=DecodeSettings(max_tokens=4))
     app = SpecdeckApp(request, wall_clock=lambda: 0.0)
+    notes: list[str] = []
+    app.notify = lambda message, **_: notes.append(message)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert app.phase == "failed"
@@ -297,9 +301,18 @@ async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, t
         assert app.source.traces["draft"].tokens == sample_traces()["draft"].tokens
         assert app.sub_title == "replay: old.json" and app.phase == "racing"
         assert app.focused is app.pane("plain")  # keys reach the app again
-        # ] (k + 1) reruns the live comparison: its own panes, no replay left.
+        # ] (k + 1) never leaves the saved session silently: it says how to go live.
         await pilot.press("right_square_bracket")
+        await settle(app, pilot)
+        assert isinstance(app.source, ReplaySource) and app.sub_title == "replay: old.json"
+        assert "ctrl+s to measure live again" in notes[-1]
+        # The settings do, and say so: the live comparison again, its own panes.
+        await pilot.press("s")
+        await pilot.pause()
+        assert isinstance(app.screen, SettingsScreen)
+        assert "leaves the saved session" in app.screen.title_text
+        await pilot.press("ctrl+s")
         await settle(app, pilot)
         assert isinstance(app.source, LiveSource) and app.sub_title == ""
         assert [p.strategy for p in app.panes] == ["plain", "ngram"]
-        assert app.request.settings.num_draft_tokens == 3 and app.phase == "failed"
+        assert app.request.settings.num_draft_tokens == 2 and app.phase == "failed"

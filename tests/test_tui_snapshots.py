@@ -3,13 +3,18 @@
 Hand-built traces with fixed times and peak memory, a frozen race clock and a fixed
 terminal size make the screenshots byte-for-byte repeatable. After a deliberate change
 to the look, regenerate with ``SPECDECK_UPDATE_SNAPSHOTS=1 python -m pytest
-tests/test_tui_snapshots.py`` and review the new SVGs.
+tests/test_tui_snapshots.py`` and review the new SVGs. They were made with the Textual
+that pyproject's test extra pins; another version is named as the cause, not reported
+as a changed picture.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
+
+import textual
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.tui.app import SpecdeckApp
@@ -20,7 +25,19 @@ SNAPSHOTS = Path(__file__).resolve().parent / "snapshots"
 SIZE = (140, 40)
 
 
+def pinned_textual() -> str:
+    """The Textual version the snapshots were made with: the test extra's pin."""
+    pyproject = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    return re.search(r'"textual==([^"]+)"', pyproject).group(1)
+
+
 def check_snapshot(name: str, svg: str, tmp_path: Path) -> None:
+    installed = textual.__version__
+    assert installed == pinned_textual(), (
+        f"the snapshots were made with Textual {pinned_textual()} (pyproject's test extra) "
+        f"and this is Textual {installed}: install the pinned one (pip install -e '.[test]'), "
+        "or move the pin and regenerate the snapshots after reviewing them"
+    )
     path = SNAPSHOTS / f"{name}.svg"
     if os.environ.get("SPECDECK_UPDATE_SNAPSHOTS") or not path.exists():
         path.parent.mkdir(exist_ok=True)

@@ -110,9 +110,9 @@ def test_specdeck_in_tmux_shows_styled_tokens_in_every_pane(tiny_family):
         "--strategies", "plain,draft", "--prompt", "def add(a, b):", "--max-tokens", "60",
         "--ignore-eos",
     ]
-    # 100 columns: narrower than the side-by-side breakpoint, so the panes stack and
-    # each one owns a band of screen rows.
-    term = Terminal(command, width=100, height=50)
+    # 70 columns: two panes side by side would be narrower than 40 columns each, so
+    # they stack and each one owns a band of screen rows.
+    term = Terminal(command, width=70, height=50)
     try:
         term.wait_for("measured one after another")
         term.keys("g")  # race
@@ -156,15 +156,47 @@ def test_a_hostile_session_sends_no_escape_to_the_terminal(tmp_path):
     try:
         term.wait_for("race finished")
         title = term.run("display", "-p", "-t", term.name, "#{pane_title}")
-        for keys in ("i", "n", "o", "Down"):
+        for keys in ("i", "n", "o"):
             term.keys(keys)
             time.sleep(0.5)
-        term.wait_for("sessions · enter")
-        screen = term.wait_for("[@click=app.quit]quit[/]")  # the preview, once drawn
-        assert "␛]52;c;cHduZWQ=␇" in screen
+        screen = term.wait_for("· enter: open in the panes")
+        assert "␛]52;c;cHduZWQ=␇" in screen and "[@click=app.quit]quit[/]" in screen
         after = term.run("display", "-p", "-t", term.name, "#{pane_title}")
         assert "pwned" not in title + after and after == title
         buffers = term.run("list-buffers")
         assert "cHduZWQ" not in buffers and "pwned" not in buffers
+    finally:
+        term.close()
+
+
+def test_after_a_strategies_change_in_settings_help_and_quit_still_work(tiny_family):
+    """The keyboard died here once: the panes that held focus were replaced."""
+    run = " ".join([
+        sys.executable, "-m", "specdeck", "compare",
+        "--target", str(tiny_family["llama_target"]), "--draft", str(tiny_family["llama_draft"]),
+        "--strategies", "plain,draft", "--prompt", "def", "--max-tokens", "8", "--no-save",
+    ])
+    term = Terminal(["sh", "-c", f"{run}; echo specdeck-exit=$?; sleep 60"], width=160,
+                    height=45)
+    try:
+        term.wait_for("measured one after another")
+        term.keys("s")
+        term.wait_for("Settings — ctrl+s")
+        time.sleep(0.5)  # the dialog focuses its first field once mounted
+        for _ in range(8):  # prompt picker, prompt, target, pick, draft, pick, MTP, pick
+            term.keys("Tab")
+            time.sleep(0.1)
+        term.keys("C-u")
+        term.keys("-l", "plain,ngram")
+        term.wait_for("plain,ngram")
+        term.keys("C-s")
+        term.wait_for("ngram n=3")
+        term.wait_for("measured one after another")
+        term.keys("?")
+        term.wait_for("specdeck — keys")
+        term.keys("Escape")
+        time.sleep(0.5)  # an escape and a key sent at once read as alt+key
+        term.keys("q")
+        assert "specdeck-exit=0" in term.wait_for("specdeck-exit=", timeout=30)
     finally:
         term.close()

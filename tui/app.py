@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass, replace
 from enum import Enum
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from textual import on, work
-from textual.app import App, ComposeResult
+from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
-from textual.containers import Container
 from textual.reactive import reactive
+from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Footer, Header
 
@@ -46,7 +46,8 @@ from specdeck.engine_host import (
 from specdeck.group_host import GroupHost, group_size
 from specdeck.playback import Playback, Schedule, finish_places, next_speed, stretch_for
 from specdeck.session import SCHEMA_VERSION, Session
-from specdeck.session_store import default_sessions_dir
+from specdeck.session_store import default_sessions_dir, why_not
+from specdeck.tui.commands import SpecdeckCommands
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.fixed_text import FixedText
@@ -56,10 +57,12 @@ from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.jump_screen import JumpScreen
 from specdeck.tui.legend import Legend
 from specdeck.tui.messages import DecoderRead, FromEngine
-from specdeck.tui.pane import StrategyPane
+from specdeck.tui.pane import Panes, StrategyPane, pane_detail
+from specdeck.tui.prompt_line import PromptLine
 from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
+from specdeck.tui.token_view import TokenView
 from specdeck.visible import visible
 
 #: Race frames per second.
@@ -69,15 +72,6 @@ RACE_FPS = 30
 LIVE_STATS_INTERVAL = 0.25
 #: The target's top alternatives recorded per position, for the inspector.
 INSPECTOR_ALTERNATIVES = 5
-
-
-def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
-    """The setting that defines a strategy, for its pane title; none while the settings
-    are unknown (a session that does not record them)."""
-    if settings is None:
-        return ""
-    return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
-            "ngram": f"n={settings.ngram_n}"}.get(strategy, "")
 
 
 def pieces_by_token(traces: dict[str, Trace]) -> dict[int, str]:
@@ -127,6 +121,10 @@ class LiveSource:
         group = self.request.group if self.request is not None else None
         return GroupHost(self._post, group) if group is not None else ProcessHost(self._post)
 
+    @property
+    def prompt(self) -> str | None:
+        return self.request.prompt
+
     def token_text(self, token: int) -> str | None:
         return None  # the target's tokenizer names tokens (``SpecdeckApp.token_text``)
 
@@ -141,6 +139,8 @@ class ReplaySource:
     traces: dict[str, Trace]
     #: The run's settings, which label the panes; None when the session lacks them.
     settings: DecodeSettings | None = None
+    #: The prompt the run answered; None when the session lacks it.
+    prompt: str | None = None
 
     def __post_init__(self) -> None:
         self._known = pieces_by_token(self.traces)
@@ -167,32 +167,63 @@ class SpecdeckApp(LiteralNotify, App[None]):
 
     CSS_PATH = "app.tcss"
     TITLE = "specdeck"
+    COMMANDS = App.COMMANDS | {SpecdeckCommands}
+    #: Under 30 rows the header's row goes to the panes (``-short`` in app.tcss).
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    #: Under 110 columns the cost strips give their rows to the text (``-narrow``).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
+    #: Each binding's tooltip is its help line (the footer's hover, the help screen and
+    #: the command palette show it). ``?`` comes first: a narrow footer still shows it.
     BINDINGS = [
-        Binding("r", "restart", "Restart", id="specdeck.restart"),
-        Binding("c,escape", "cancel", "Cancel", id="specdeck.cancel"),
-        Binding("space", "pause", "Pause", key_display="space", id="specdeck.pause"),
-        Binding("n", "step", "Step", id="specdeck.step"),
-        Binding("b", "back", "Back", id="specdeck.back"),
-        Binding("x", "toggle_rejected", "Rejected", id="specdeck.toggle_rejected"),
-        Binding("i", "inspector", "Inspect", id="specdeck.inspector"),
-        Binding("j", "jump", "Jump to round", show=False, id="specdeck.jump"),
-        Binding("k", "cost_view", "Why this k", id="specdeck.cost_view"),
-        Binding("g", "race", "Race", id="specdeck.race"),
-        Binding("minus", "slower", "Slower", key_display="-", id="specdeck.slower"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+", id="specdeck.faster"),
+        Binding("question_mark,f1", "help", "Help", key_display="?", id="specdeck.help",
+                tooltip="every key, and what the token styles mean"),
+        Binding("r", "restart", "Restart", id="specdeck.restart",
+                tooltip="measure every strategy again (a saved session: race it again)"),
+        Binding("c", "cancel", "Cancel", id="specdeck.cancel",
+                tooltip="stop the run at once, keeping what streamed (saved as a partial "
+                "session), or stop the race"),
+        Binding("space", "pause", "Pause", key_display="space", id="specdeck.pause",
+                tooltip="hold the panes still (a live run goes on being measured)"),
+        Binding("n", "step", "Step", id="specdeck.step",
+                tooltip="show one more round in the focused pane (tab moves focus)"),
+        Binding("b", "back", "Back", id="specdeck.back",
+                tooltip="show one round fewer in the focused pane"),
+        Binding("x", "toggle_rejected", "Rejected", id="specdeck.toggle_rejected",
+                tooltip="hide or show rejected drafts"),
+        Binding("i", "inspector", "Inspect", id="specdeck.inspector",
+                tooltip="the round inspector: drafts, q and p, why each was accepted, "
+                "alternatives, rollback"),
+        Binding("j", "jump", "Jump to round", show=False, id="specdeck.jump",
+                tooltip="go to a round by its number"),
+        Binding("k", "cost_view", "Why this k", id="specdeck.cost_view",
+                tooltip="what a round costs, the expected tokens per k and the best k"),
+        Binding("g", "race", "Race", id="specdeck.race",
+                tooltip="replay every pane from its own t = 0 on one clock: their true "
+                "relative speed"),
+        Binding("minus", "slower", "Slower", key_display="-", id="specdeck.slower",
+                tooltip="race slower (down to 0.25x)"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", id="specdeck.faster",
+                tooltip="race faster (up to 10x)"),
         Binding("left_square_bracket", "fewer_drafts", "k-1", key_display="[",
-                id="specdeck.fewer_drafts"),
+                id="specdeck.fewer_drafts", tooltip="one draft fewer per round, and measure again"),
         Binding("right_square_bracket", "more_drafts", "k+1", key_display="]",
-                id="specdeck.more_drafts"),
-        Binding("s", "settings", "Settings", id="specdeck.settings"),
-        Binding("question_mark,f1", "help", "Help", key_display="?", id="specdeck.help"),
-        # After help, so a narrow footer still shows ?; the help screen lists them all.
-        Binding("o", "sessions", "Sessions", id="specdeck.sessions"),
-        Binding("d", "diff_panes", "Diff panes", show=False, id="specdeck.diff_panes"),
-        Binding("w", "glossary", "Glossary", show=False, id="specdeck.glossary"),
-        Binding("q", "quit", "Quit", id="specdeck.quit"),
+                id="specdeck.more_drafts", tooltip="one draft more per round, and measure again"),
+        Binding("s", "settings", "Settings", id="specdeck.settings",
+                tooltip="prompt, models, strategies, k, depth, n, sampling, max tokens, seed"),
+        Binding("o", "sessions", "Sessions", id="specdeck.sessions",
+                tooltip="saved runs and sweeps: open, rename, delete, diff two"),
+        Binding("d", "diff_panes", "Diff panes", show=False, id="specdeck.diff_panes",
+                tooltip="diff the focused pane with the first: first divergence, token "
+                "edits, statistics side by side"),
+        Binding("p", "toggle_prompt", "Prompt", show=False, id="specdeck.prompt",
+                tooltip="show the whole prompt, or only its first line"),
+        Binding("l", "toggle_link", "Link scroll", show=False, id="specdeck.link_scroll",
+                tooltip="scroll every pane together, to the same token position "
+                "(up, down, page up/down, home, end scroll the focused pane)"),
+        Binding("w", "glossary", "Glossary", show=False, id="specdeck.glossary",
+                tooltip="the words of speculative decoding, as specdeck uses them"),
+        Binding("q", "quit", "Quit", id="specdeck.quit", tooltip="leave specdeck"),
     ]
 
     #: Where the app is (its watcher stops a race that is left).
@@ -202,6 +233,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
     #: Race speed (``specdeck.playback.SPEEDS``).
     speed: reactive[float] = reactive(1.0, init=False)
     show_rejected: reactive[bool] = reactive(True, init=False)
+    #: Scrolling one pane scrolls the others to the same token position.
+    scroll_linked: reactive[bool] = reactive(False, init=False)
     #: The status line's message; the flags after it follow the settings above.
     status_text: reactive[str] = reactive("", init=False)
 
@@ -215,6 +248,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         clock: Callable[[], float] = time.perf_counter,
         wall_clock: Callable[[], float] = time.monotonic,
         title: str | None = None,
+        prompt: str | None = None,
         memory_estimates: dict[str, int] | None = None,
         measured: dict[str, list[float]] | None = None,
         sessions_dir: "Path | None" = None,
@@ -231,7 +265,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         race, injectable so snapshots are deterministic. ``memory_estimates`` (a
         replay's, per strategy) are shown next to each pane's measured peak; a live run
         makes its own. ``hint`` (a few words, e.g. how to fetch a real model) leads the
-        status line of live runs, except while racing."""
+        status line of live runs, except while racing. ``prompt`` is a replay's (a live
+        run shows its request's)."""
         if (request is None) == (traces is None):
             raise ValueError("give either a request (live) or traces (replay)")
         if not in_process and (store is not None or clock is not time.perf_counter):
@@ -244,13 +279,16 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.request = request
         #: Where the panes' events come from.
         self.source: LiveSource | ReplaySource = (
-            LiveSource(request) if request is not None else ReplaySource(traces, settings))
+            LiveSource(request) if request is not None
+            else ReplaySource(traces, settings, prompt))
         self._post = lambda message: self.post_message(FromEngine(message))  # noqa: E731
         self._host = ThreadHost(self._post, store, clock) if in_process else self._engine()
         self.wall_clock = wall_clock
         if title:
             self.sub_title = visible(title)
         self.run_id = 0
+        #: The run stopped with ``c``, until its end (and where it was saved) arrives.
+        self._cancelled_run: int | None = None
         #: The last run handed to the engine, and the last one it ended (cancelled too).
         self.runs_submitted = self.runs_ended = 0
         self.playback: Playback | None = None
@@ -294,18 +332,31 @@ class SpecdeckApp(LiteralNotify, App[None]):
             pane.memory_estimate = self.memory_estimates.get(name)
         return list(self._panes.values())
 
+    @property
+    def _pane_box(self) -> Panes:
+        return self.query_one("#panes", Panes)
+
     async def _remount_panes(self) -> None:
-        container = self.query_one("#panes")
+        """New panes for new strategies; focus goes to the pane of the strategy that had
+        it, else the first (a removed pane keeps the screen's focus otherwise, and every
+        key, help and quit included, goes to it and dies)."""
+        had_focus = self._focused_strategy()
+        container = self._pane_box
         await container.remove_children()
         await container.mount_all(self._new_panes())
+        container.arrange_panes()
         for pane in self.panes:
             pane.view.show_rejected = self.show_rejected
+        if self.panes:
+            pane = self._panes.get(had_focus or "", self.panes[0])
+            container.screen.set_focus(pane)
 
     def compose(self) -> ComposeResult:
         yield Header()
-        yield FixedText(id="status")
+        yield FixedText(id="status", max_lines=2)
+        yield PromptLine(self.source.prompt)
         yield Legend()
-        with Container(id="panes"):
+        with Panes(id="panes"):
             yield from self._new_panes()
         yield RoundInspector(id="inspector", classes="-hidden")
         yield Footer()
@@ -337,6 +388,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         group = self.request.group if self.request is not None else None
         if group is not None:
             flags.append(f"{group.shard} split over {group_size(group)}")
+        if self.scroll_linked:
+            flags.append("scroll linked")
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
@@ -372,6 +425,11 @@ class SpecdeckApp(LiteralNotify, App[None]):
             pane.view.show_rejected = show
         self._show_status()
 
+    def watch_scroll_linked(self, linked: bool) -> None:
+        if linked:  # start from the focused pane's place
+            self._follow_scroll(self.focused_pane().view)
+        self._show_status()
+
     # -- live runs ---------------------------------------------------------------------
 
     def _drop_run(self) -> None:
@@ -389,6 +447,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         if isinstance(self.source, ReplaySource):  # back from a session opened in the browser
             self.sub_title = ""
         self.source = LiveSource(self.request)
+        self.query_one(PromptLine).show(self.source.prompt)
         if list(self._panes) != self.strategies:
             await self._remount_panes()
         for pane in self.panes:
@@ -427,6 +486,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         payload = message.payload
         if isinstance(payload, RunEnded):
             self.runs_ended = max(self.runs_ended, payload.run_id)
+        if isinstance(payload, RunEnded) and payload.run_id == self._cancelled_run:
+            self._cancelled_ended(payload)
         if payload.run_id != self.run_id:
             return  # a cancelled or replaced run
         handle = {EventBatch: self._events, Progress: self._progress, Estimates: self._estimates,
@@ -511,6 +572,19 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.notify(line, severity="error", timeout=30)
         return line
 
+    def _cancelled_ended(self, message: RunEnded) -> None:
+        """The run cancelled with ``c`` has ended: say where its partial session went,
+        in the status line while it still shows that run, else in a toast."""
+        self._cancelled_run = None
+        problem = self._save_problem(message)
+        if problem or not message.saved:
+            return
+        line = f"cancelled · partial session saved to {message.saved} · r: measure again"
+        if self.phase is Phase.CANCELLED:
+            self.status_text = line
+        else:
+            self.notify(f"the cancelled run was saved as a partial session: {message.saved}")
+
     def _ended(self, message: RunEnded) -> None:
         self._silence = None  # the run's end is news from the engine (or of its death)
         problem = self._save_problem(message)
@@ -544,14 +618,17 @@ class SpecdeckApp(LiteralNotify, App[None]):
         return f" · plain timed twice, {percent(spread(runs))} apart: speedups within that are noise"
 
     def action_cancel(self) -> None:
-        """Stop now: panes keep what they have; later events of the run are dropped."""
+        """Stop now: panes keep what they have; later events of the run are dropped,
+        but its end says where the engine saved what it measured."""
         if self.phase.streaming:
+            self._cancelled_run = self.run_id
             self._drop_run()
             self.phase = Phase.CANCELLED
             for pane in self.panes:
                 if not any(isinstance(e, Done) for e in pane.events):
                     pane.status = "cancelled"
-            self.status_text = "cancelled · r: restart"
+            saving = " · saving what was measured…" if self.save_sessions else ""
+            self.status_text = f"cancelled{saving} · r: measure again"
         elif self.phase is Phase.RACING:
             self.phase = Phase.RACED
             self.status_text = "race stopped · g: race again"
@@ -598,11 +675,14 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self._show_due(due, rewind=False)
         if self.playback.finished:
             self.phase = Phase.RACED
+            # The winner only: every pane's border says its own place and time, and a
+            # 24-row terminal has one status line to spare.
             ends = self.playback.schedule.ends
-            order = " · ".join(
-                f"{ordinal(self._places[name])} {visible(name, 40)} {duration(ends[name])}"
-                for name in sorted(ends, key=ends.get))
-            self.status_text = f"race finished: {order} · g: race again · b/n, i: inspect"
+            first = min(ends, key=ends.get)
+            again = ("g or r: race again" if isinstance(self.source, ReplaySource)
+                     else "g: race again · r: measure again")
+            self.status_text = (f"race finished: 1st {visible(first, 40)} "
+                                f"{duration(ends[first])} · {again} · i: inspect")
 
     def seek_race(self, position: float) -> None:
         """Jump the race to ``position`` seconds (snapshots and tests use this)."""
@@ -654,15 +734,17 @@ class SpecdeckApp(LiteralNotify, App[None]):
     def action_pause(self) -> None:
         self.paused = not self.paused
 
-    def focused_pane(self) -> StrategyPane:
-        """The pane with focus, else the last one that had it (focus may be in the
-        inspector), else the first."""
-        node = self.focused
+    def _focused_strategy(self) -> str | None:
+        """The strategy of the pane focused on the main screen (a dialog may be open)."""
+        node = self._pane_box.screen.focused
         while node is not None and not isinstance(node, StrategyPane):
             node = node.parent
-        if isinstance(node, StrategyPane):
-            return node
-        return self._panes.get(self._inspected or "") or self.panes[0]
+        return node.strategy if isinstance(node, StrategyPane) else None
+
+    def focused_pane(self) -> StrategyPane:
+        """The pane with focus on the main screen, else the one the inspector showed last
+        (focus may be in the inspector), else the first."""
+        return self._panes.get(self._focused_strategy() or self._inspected or "") or self.panes[0]
 
     def action_step(self) -> None:
         """The next round in the focused pane (pausing first): the one after the
@@ -770,6 +852,25 @@ class SpecdeckApp(LiteralNotify, App[None]):
     def action_toggle_rejected(self) -> None:
         self.show_rejected = not self.show_rejected
 
+    def action_toggle_prompt(self) -> None:
+        self.query_one(PromptLine).toggle()
+
+    def action_toggle_link(self) -> None:
+        self.scroll_linked = not self.scroll_linked
+
+    @on(TokenView.Scrolled)
+    def _pane_scrolled(self, message: TokenView.Scrolled) -> None:
+        if self.scroll_linked:
+            self._follow_scroll(message.view)
+
+    def _follow_scroll(self, leader: TokenView) -> None:
+        """Scroll every other pane to the token position at the top of ``leader``, or to
+        its end while ``leader`` follows its own."""
+        position = None if leader.following else leader.top_position
+        for pane in self.panes:
+            if pane.view is not leader:
+                pane.view.scroll_to_position(position)
+
     def _refresh_stats(self) -> None:
         baseline = None
         panes = sorted(self.panes, key=lambda p: p.strategy != "plain")  # plain first
@@ -780,13 +881,21 @@ class SpecdeckApp(LiteralNotify, App[None]):
             stats = pane.refresh_stats(baseline, plain_runs, repeats)
             if pane.strategy == "plain":
                 baseline = stats.tokens_per_s
+        self._pane_box.level_strips()
         self._refresh_inspector()
 
     # -- settings ----------------------------------------------------------------------
 
     def _live_only(self) -> bool:
+        """Keys that change what is measured do so only while live runs are shown: a
+        saved session's settings are what it recorded (they say so, and never leave it
+        silently)."""
         if self.request is None:
             self.notify("a replay's settings are fixed; run it again with specdeck compare")
+            return False
+        if isinstance(self.source, ReplaySource):
+            self.notify("a saved session is shown: its settings are what it recorded · "
+                        "s: settings, then ctrl+s to measure live again")
             return False
         return True
 
@@ -810,7 +919,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         await self._change_drafts(-1)
 
     def action_settings(self) -> None:
-        if not self._live_only():
+        if self.request is None:
+            self._live_only()
             return
 
         async def apply(request: CompareRequest | None) -> None:
@@ -818,7 +928,10 @@ class SpecdeckApp(LiteralNotify, App[None]):
                 self.request = request
                 await self.start_run()
 
-        self.push_screen(SettingsScreen(self.request), apply)
+        screen = (SettingsScreen(self.request) if isinstance(self.source, LiveSource) else
+                  SettingsScreen(self.request, "Settings — ctrl+s leaves the saved session "
+                                 "and measures live"))
+        self.push_screen(screen, apply)
 
     # -- sessions and diffs ------------------------------------------------------------
 
@@ -831,14 +944,14 @@ class SpecdeckApp(LiteralNotify, App[None]):
 
     async def open_session(self, session: Session) -> None:
         """Replay a saved session in the panes, as ``specdeck replay`` does. A live run is
-        cancelled; ``s``, ``[`` or ``]`` go back to live runs."""
+        cancelled; the settings (``s``, then ctrl+s) go back to live runs."""
         self._drop_run()
-        self.source = ReplaySource(session.traces, session.settings)
+        self.source = ReplaySource(session.traces, session.settings, session.prompt)
+        self.query_one(PromptLine).show(session.prompt)
         self.memory_estimates = dict(session.memory_estimates)
         self.measured = dict(session.measured)
         self.sub_title = visible(session.replay_title)
         await self._remount_panes()
-        self.panes[0].focus()  # the screen would keep focus on a removed pane
         self._replay(self.source)
 
     def _replay(self, source: ReplaySource) -> None:
@@ -863,6 +976,39 @@ class SpecdeckApp(LiteralNotify, App[None]):
         label = self.sub_title or "this run"
         self.push_screen(DiffScreen(diff_sessions(run, run, pairs, label, label), traces))
 
+    async def use_strategies(self, strategies: list[str]) -> None:
+        """Measure these strategies live, other settings unchanged (a preset of the
+        command palette)."""
+        if self.request is None:
+            self._live_only()
+            return
+        self.request = replace(self.request, strategies=strategies)
+        self.notify(f"measuring {', '.join(strategies)}")
+        await self.start_run()
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        """Textual's commands, but a screenshot goes where it can be written, and says
+        where (Textual's own writes to ~/Downloads, and fails where it is missing)."""
+        for command in super().get_system_commands(screen):
+            if command.title != "Screenshot":
+                yield command
+        yield SystemCommand("Screenshot", "Save an SVG of the screen in the sessions "
+                            "folder (else the current one)", self.action_save_screenshot)
+
+    def action_save_screenshot(self) -> None:
+        folders = [self.sessions_dir or default_sessions_dir(), Path.cwd()]
+        problems = []
+        for folder in folders:
+            try:
+                folder.mkdir(parents=True, exist_ok=True)
+                path = self.save_screenshot(path=str(folder))
+            except OSError as exc:
+                problems.append(f"{folder} ({why_not(exc)})")
+                continue
+            self.notify(f"screenshot saved to {path}")
+            return
+        self.notify(f"cannot save the screenshot in {' nor '.join(problems)}", severity="error")
+
     def action_help(self) -> None:
         self.push_screen(HelpScreen([b for b in self.BINDINGS if isinstance(b, Binding)]))
 
@@ -873,6 +1019,7 @@ def run_app(
     *,
     settings: DecodeSettings | None = None,
     title: str | None = None,
+    prompt: str | None = None,
     memory_estimates: dict[str, int] | None = None,
     measured: dict[str, list[float]] | None = None,
     sessions_dir: "Path | None" = None,
@@ -881,13 +1028,14 @@ def run_app(
 ) -> list[str]:
     """Open the playground on a live comparison or on saved traces (``specdeck replay``).
 
-    ``settings`` (a session's ``Session.settings``) labels replayed panes (k=..., n=...);
-    ``memory_estimates`` (its ``Session.memory_estimates``) go beside the measured peaks,
-    ``measured`` (its ``Session.measured``) says how far repeated timings spread.
+    ``settings`` (a session's ``Session.settings``) labels replayed panes (k=..., n=...)
+    and ``prompt`` (its ``Session.prompt``) shows above them; ``memory_estimates`` (its
+    ``Session.memory_estimates``) go beside the measured peaks, ``measured`` (its
+    ``Session.measured``) says how far repeated timings spread.
     Returns a line for each run whose session did not land in the sessions folder, to
     say again once the terminal is back.
     """
-    app = SpecdeckApp(request, traces, settings=settings, title=title,
+    app = SpecdeckApp(request, traces, settings=settings, title=title, prompt=prompt,
                       memory_estimates=memory_estimates, measured=measured,
                       sessions_dir=sessions_dir, save_sessions=save_sessions, hint=hint)
     app.run()

@@ -20,7 +20,7 @@ from textual.widget import Widget
 from textual.widgets import Footer, Static
 
 from specdeck.engines.events import Trace
-from specdeck.engines.formatting import plural, stats_table
+from specdeck.engines.formatting import plural, setting_text, stats_table
 from specdeck.diff import DiffReport, PaneDiff
 from specdeck.literal import literal
 from specdeck.visible import printable
@@ -115,9 +115,6 @@ LEGEND = [("diff: ", "equal"), ("[-deleted from a-]", "deleted"), ("  ", "equal"
           (" ⋯ equal tokens left out ⋯ ", "elided")]
 
 
-def _value(value: object, width: int = 48) -> str:
-    text = repr(value) if isinstance(value, str) else str(value)
-    return text if len(text) <= width else text[: width - 1] + "…"
 
 
 def stats_grid(pane: PaneDiff) -> Table:
@@ -136,8 +133,9 @@ def changes_table(report: DiffReport) -> Table:
     table.add_column("a", overflow="fold")
     table.add_column("b", overflow="fold")
     for change in report.changes:
-        table.add_row(literal(change.path, one_line=True), literal(_value(change.a)),
-                      literal(_value(change.b)))
+        table.add_row(literal(change.path, one_line=True),
+                      literal(setting_text(change.path, change.a, 48)),
+                      literal(setting_text(change.path, change.b, 48)))
     return table
 
 

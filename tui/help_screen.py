@@ -1,13 +1,16 @@
-"""The help screen: every key of the playground, read from the app's own bindings."""
+"""The help screen: every key of the playground, read from the app's own bindings (each
+binding's tooltip is its help line). It scrolls (arrows, page keys, home, end), so it
+reads whole at 80x24."""
 
 from __future__ import annotations
 
 from rich.table import Table
+from rich.text import Text
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Static
+from textual.widgets import Footer, Static
 
 from specdeck.tui.glossary import glossary_table
 
@@ -28,16 +31,21 @@ INTRO = (
 
 
 def bindings_table(bindings: list[Binding]) -> Table:
-    table = Table(box=None, show_header=False, padding=(0, 2))
-    table.add_column(style="bold")
-    table.add_column()
+    """Key, name and help line of each binding (the help line wraps in its column)."""
+    table = Table(box=None, show_header=False, padding=(0, 1), expand=True)
+    table.add_column(style="bold", no_wrap=True)
+    table.add_column(no_wrap=True)
+    table.add_column(style="dim", ratio=1)
     for binding in bindings:
-        table.add_row(binding.key_display or binding.key, binding.description)
+        table.add_row(binding.key_display or binding.key, Text(binding.description),
+                      Text(binding.tooltip))
     return table
 
 
 class HelpScreen(ModalScreen[None]):
     """Keys and what the panes show; any of escape, q or ? closes it."""
+
+    AUTO_FOCUS = "#help-body"  # the keys scroll it at once
 
     BINDINGS = [
         Binding("escape,q,question_mark,f1", "dismiss", "Close", id="help.close"),
@@ -49,8 +57,10 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="help-body"):
-            yield Static("specdeck — keys", classes="dialog-title")
+            yield Static("specdeck — keys (esc closes; arrows, page keys scroll)",
+                         classes="dialog-title")
             yield Static(INTRO, classes="help-intro")
             yield Static(bindings_table(self.listed))
             yield Static("Glossary (w opens it alone)", classes="dialog-title help-glossary")
             yield Static(glossary_table())
+        yield Footer()

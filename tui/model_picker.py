@@ -30,7 +30,9 @@ from specdeck.literal import literal
 
 #: The settings fields the picker fills, and what they are called in its title.
 ROLES = {"target": "target model", "draft": "draft model", "mtp_model": "MTP model"}
-COLUMNS = ("", "model", "arch", "params", "quant", "disk", "hybrid", "MTP", "tokenizer")
+#: ``fit``: the mark (suggested, same tokenizer, incompatible, ...); every column is
+#: labelled, so no header stands over another column's values.
+COLUMNS = ("fit", "model", "arch", "params", "quant", "disk", "hybrid", "MTP", "tokenizer")
 
 
 @dataclass(frozen=True, slots=True)

@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
-from textual.containers import Vertical
+from textual.binding import Binding
+from textual.containers import Container, Vertical
 from textual.message import Message
 
+from specdeck.engines.config import DecodeSettings
 from specdeck.engines.events import Done, Event, Round
 from specdeck.engines.stats import Stats
 from specdeck.literal import literal
@@ -27,6 +29,18 @@ from specdeck.tui.token_view import TokenView, round_tokens
 _ID_SAFE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*")
 #: Characters of a status (a run's error) shown in the pane's bottom border.
 STATUS_CHARS = 200
+#: Panes narrower than this (columns, borders included) are stacked instead: at 40, every
+#: figure of a strip still fits in a few lines.
+MIN_PANE_WIDTH = 40
+
+
+def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
+    """The setting that defines a strategy, for its pane title; none while the settings
+    are unknown (a session that does not record them)."""
+    if settings is None:
+        return ""
+    return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
+            "ngram": f"n={settings.ngram_n}"}.get(strategy, "")
 
 
 def pane_id(strategy: str) -> str:
@@ -39,7 +53,17 @@ def pane_id(strategy: str) -> str:
 
 
 class StrategyPane(Vertical, can_focus=True):
-    """Text and statistics of one strategy; focus a pane to step or inspect it."""
+    """Text and statistics of one strategy; focus a pane to step, inspect or scroll it."""
+
+    BINDINGS = [
+        Binding("up", "scroll_lines(-1)", "Scroll up", show=False, id="pane.line_up"),
+        Binding("down", "scroll_lines(1)", "Scroll down", show=False, id="pane.line_down"),
+        Binding("pageup", "scroll_pages(-1)", "Page up", show=False, id="pane.page_up"),
+        Binding("pagedown", "scroll_pages(1)", "Page down", show=False, id="pane.page_down"),
+        Binding("home", "scroll_home", "Start of the text", show=False, id="pane.home"),
+        Binding("end", "scroll_end", "End of the text (and follow it)", show=False,
+                id="pane.end"),
+    ]
 
     class RoundPicked(Message):
         """A token of round ``number`` (from 0) was clicked in ``pane``."""
@@ -72,6 +96,29 @@ class StrategyPane(Vertical, can_focus=True):
         yield TokenView()
         yield StatsStrip(is_baseline=self.strategy == "plain")
         yield CostStrip(is_baseline=self.strategy == "plain")
+
+    def on_resize(self, event: events.Resize) -> None:
+        size = self.content_size
+        self.strip.fit(size.width, size.height)
+        if isinstance(self.parent, Panes):
+            self.parent.level_strips()
+
+    # -- scrolling the text (the view posts TokenView.Scrolled: linked panes follow) ----
+
+    def action_scroll_lines(self, lines: int) -> None:
+        view = self.view
+        view.scroll_to(y=view.scroll_y + lines, animate=False, immediate=True)
+
+    def action_scroll_pages(self, pages: int) -> None:
+        view = self.view
+        page = max(view.scrollable_content_region.height - 1, 1)
+        view.scroll_to(y=view.scroll_y + pages * page, animate=False, immediate=True)
+
+    def action_scroll_home(self) -> None:
+        self.view.scroll_to(y=0, animate=False, immediate=True)
+
+    def action_scroll_end(self) -> None:
+        self.view.anchor()  # the end, and follow it from there
 
     @property
     def view(self) -> TokenView:
@@ -199,3 +246,24 @@ class StrategyPane(Vertical, can_focus=True):
         self.query_one(CostStrip).show(stats, baseline_tokens_per_s, self.runs,
                                        list(plain_runs), repeats)
         return stats
+
+
+class Panes(Container):
+    """The panes side by side, or stacked (class ``-stacked``) where side by side would
+    leave each narrower than ``MIN_PANE_WIDTH``."""
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.arrange_panes()
+
+    def arrange_panes(self) -> None:
+        count = len(self.children)
+        self.set_class(count > 1 and self.size.width < count * MIN_PANE_WIDTH, "-stacked")
+        self.level_strips()
+
+    def level_strips(self) -> None:
+        """Side by side, every strip takes as many lines as the tallest needs, so the
+        same figure sits on the same row in every pane; stacked, each its own."""
+        strips = [pane.strip for pane in self.children if isinstance(pane, StrategyPane)]
+        level = 0 if self.has_class("-stacked") else max((s.needed for s in strips), default=0)
+        for strip in strips:
+            strip.level_with(level)

@@ -27,10 +27,13 @@ from specdeck.engines.formatting import byte_size, format_stat, plural
 from specdeck.session_store import (
     SessionSummary,
     delete_session,
+    examples_dir,
     list_sessions,
     rename_session,
 )
 from specdeck.tui.diff_screen import DiffScreen
+from specdeck.tui.pane import pane_detail
+from specdeck.tui.sweep_view import SweepScreen
 from specdeck.tui.safe_text import ControlPictures
 
 #: Prompt lines shown in the preview, and characters of each (a line may be megabytes).
@@ -42,6 +45,8 @@ PREVIEW_STATS = (("generated_tokens", "tokens"), ("tokens_per_s", "tok/s"),
                  ("finish_reason", "end"))
 #: Marks the session chosen as side a of a diff.
 DIFF_MARK = "◆ a"
+#: The key of the row that heads the examples' section.
+EXAMPLES_ROW = "§examples"
 
 
 def note(summary: SessionSummary) -> str:
@@ -49,6 +54,31 @@ def note(summary: SessionSummary) -> str:
     if summary.problem:
         return "unreadable"
     return "partial" if summary.partial else ""
+
+
+def setup(summary: SessionSummary) -> str:
+    """The list's settings column: what tells runs apart (k=2 from k=16), or a sweep's
+    size."""
+    if summary.sweep is not None:
+        return f"sweep · {plural(len(summary.sweep.cells), 'cell')}"
+    details = (pane_detail(name, summary.settings) for name in summary.strategies)
+    return " ".join(d for d in details if d)
+
+
+def sweep_preview(summary: SessionSummary) -> list:
+    """A sweep's preview: what it measured, and its recommendations."""
+    sweep = summary.sweep
+    settings = sorted({f"{c['strategy']} {c['label']}" for c in sweep.cells
+                       if c["strategy"] != "plain"})
+    prompts = sorted({c["prompt"] for c in sweep.cells})
+    return [
+        Text(f"sweep of {plural(len(sweep.cells), 'cell')} · enter: the sweep view",
+             style="bold"),
+        literal("prompts: " + ", ".join(prompts), one_line=True),
+        literal("settings: " + ", ".join(settings), one_line=True),
+        Text(""),
+        literal("\n".join(sweep.recommendations) or "no recommendations"),
+    ]
 
 
 def preview(summary: SessionSummary) -> Group:
@@ -63,6 +93,8 @@ def preview(summary: SessionSummary) -> Group:
         parts.append(literal(f"created {summary.created}", one_line=True))
     if summary.partial:
         parts.append(Text("partial: the run was cut short", style="bold"))
+    if summary.sweep is not None:
+        return Group(*parts, *sweep_preview(summary))
     models = [f"{role} {name}" for role, name in (("target", summary.target),
                                                   ("draft", summary.draft)) if name]
     if models:
@@ -140,6 +172,8 @@ class ConfirmDialog(ModalScreen[bool]):
 class SessionBrowser(ModalScreen["Session | None"]):
     """Saved sessions; dismissed with the session to open in the panes, or None."""
 
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+
     BINDINGS = [
         Binding("enter", "open", "Open", id="sessions.open"),
         Binding("f", "diff_with", "Diff with…", id="sessions.diff"),
@@ -151,7 +185,11 @@ class SessionBrowser(ModalScreen["Session | None"]):
     def __init__(self, directory: Path) -> None:
         super().__init__(id="sessions")
         self.directory = Path(directory)
+        #: Every file listed, by path: the directory's own first, then the examples.
         self.summaries: dict[str, SessionSummary] = {}
+        self.own_count = 0
+        #: Example sessions listed in a section of their own (None: none found).
+        self.examples = examples_dir(self.directory)
         #: The session marked as side a of a diff (``f``), by path.
         self.marked: Path | None = None
 
@@ -167,7 +205,7 @@ class SessionBrowser(ModalScreen["Session | None"]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("", "session", "")
+        self.query_one(DataTable).add_columns("", "session", "settings", "note")
         self.reload()
 
     # -- the list ----------------------------------------------------------------------
@@ -177,49 +215,73 @@ class SessionBrowser(ModalScreen["Session | None"]):
         table = self.query_one(DataTable)
         row = table.cursor_row
         summaries = list_sessions(self.directory)
-        self.summaries = {str(s.path): s for s in summaries}
+        examples = self.examples
+        shipped = list_sessions(examples) if examples is not None else []
+        self.summaries = {str(s.path): s for s in summaries + shipped}
+        self.own_count = len(summaries)
         if self.marked is not None and str(self.marked) not in self.summaries:
             self.marked = None
         table.clear()
         for summary in summaries:
-            table.add_row(self._mark(summary.path), literal(summary.name, one_line=True),
-                          note(summary), key=str(summary.path))
-        if select is not None and str(select) in self.summaries:
-            row = list(self.summaries).index(str(select))
-        if summaries:
-            table.move_cursor(row=min(row, len(summaries) - 1))
+            self._add_row(table, summary)
+        if shipped:
+            table.add_row("", Text(f"examples in {examples}", style="bold"), "", "",
+                          key=EXAMPLES_ROW)
+            for summary in shipped:
+                self._add_row(table, summary)
+        keys = [r.key.value for r in table.ordered_rows]
+        if select is not None and str(select) in keys:
+            row = keys.index(str(select))
+        if keys:
+            table.move_cursor(row=min(row, len(keys) - 1))
         self._show_preview()
         self._show_status()
+
+    def _add_row(self, table: DataTable, summary: SessionSummary) -> None:
+        table.add_row(self._mark(summary.path), literal(summary.name, one_line=True),
+                      literal(setup(summary), one_line=True), note(summary),
+                      key=str(summary.path))
 
     def _mark(self, path: Path) -> str:
         return DIFF_MARK if path == self.marked else ""
 
     @property
     def current(self) -> SessionSummary | None:
-        """The highlighted session."""
+        """The highlighted session (None on the examples' heading)."""
         table = self.query_one(DataTable)
-        if not self.summaries or table.cursor_row < 0:
+        if not table.row_count or table.cursor_row < 0:
             return None
-        return list(self.summaries.values())[min(table.cursor_row, len(self.summaries) - 1)]
+        key = table.ordered_rows[min(table.cursor_row, table.row_count - 1)].key.value
+        return self.summaries.get(key or "")
 
     @on(DataTable.RowHighlighted)
     def _show_preview(self) -> None:
         summary = self.current
         target = self.query_one("#session-preview", Static)
-        if summary is None:
-            target.update(literal(
-                f"No sessions in {self.directory} yet: every specdeck compare run is "
-                "saved there (--sessions-dir or $SPECDECK_SESSIONS_DIR to look elsewhere)."
-            ))
-        else:
+        if summary is not None:
             target.update(preview(summary))
+            return
+        nothing = (f"No sessions in {self.directory} yet: every run of specdeck compare "
+                   "and of this app is saved there (--sessions-dir or "
+                   "$SPECDECK_SESSIONS_DIR to look elsewhere).")
+        if not self.summaries:
+            target.update(literal(nothing))
+        elif not self.own_count:
+            target.update(literal(f"{nothing} Meanwhile, the examples below are recorded "
+                                  "runs of the demo family: enter opens one."))
+        else:
+            target.update(literal("Example sessions: recorded runs of the demo family, to "
+                                  "replay (enter) or diff with a run of yours (f)."))
 
     def _show_status(self) -> None:
         if self.marked is not None:
             text = (f"diff {self.marked.name} with…: choose a session, then enter or f "
                     "(the same one: its strategies against its first) · esc: unmark")
         else:
-            text = f"{len(self.summaries)} sessions · enter: open in the panes"
+            examples = len(self.summaries) - self.own_count
+            text = (f"{plural(self.own_count, 'session')}"
+                    + (f" and {plural(examples, 'example')}" if examples else "")
+                    + " · enter: open in the panes (a sweep: in the sweep view)")
         self.query_one("#sessions-status", Static).update(literal(text, one_line=True))
 
     def _readable(self) -> SessionSummary | None:
@@ -242,6 +304,9 @@ class SessionBrowser(ModalScreen["Session | None"]):
         summary = self._readable()
         if summary is None:
             return
+        if summary.sweep is not None:
+            self.app.push_screen(SweepScreen(summary.sweep))
+            return
         try:
             session = load_session(summary.path)
         except SessionError as exc:
@@ -260,6 +325,9 @@ class SessionBrowser(ModalScreen["Session | None"]):
             return
         a_path, self.marked = self.marked, None
         self.reload(select=summary.path)
+        if summary.sweep is not None or self.summaries[str(a_path)].sweep is not None:
+            self.notify("sweeps are compared cell by cell with specdeck diff A.json B.json")
+            return
         try:
             a = load_session(a_path)
             b = a if summary.path == a_path else load_session(summary.path)

@@ -12,9 +12,9 @@ from pathlib import Path
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
+from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, Static, TextArea
+from textual.widgets import Button, Footer, Input, Label, Select, Static, TextArea
 
 from specdeck.engines.config import field_default
 from specdeck.engines.errors import SettingsError
@@ -137,17 +137,28 @@ def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareReques
     return new
 
 
+class FormBody(VerticalScroll, can_focus=False):
+    """The dialog's body: it scrolls to the focused field (a short terminal shows part of
+    the form) and never takes the focus itself, so tab goes from field to field."""
+
+
 class SettingsScreen(ModalScreen[CompareRequest | None]):
-    """Edit and apply (ctrl+s) or leave unchanged (escape)."""
+    """Edit and apply (ctrl+s) or leave unchanged (escape). The form scrolls to the
+    focused field, and a refused value is said at the top, in view; under 100 columns
+    the fields go in one column (``-narrow``)."""
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
 
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel", id="settings.cancel"),
         Binding("ctrl+s", "apply", "Apply and restart", id="settings.apply"),
     ]
 
-    def __init__(self, request: CompareRequest) -> None:
+    def __init__(self, request: CompareRequest,
+                 title: str = "Settings — ctrl+s applies and restarts") -> None:
         super().__init__(id="settings")
         self.request = request
+        self.title_text = title
         self.prompts = load_prompts()
 
     def compose(self) -> ComposeResult:
@@ -156,8 +167,9 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
             (key for key, p in self.prompts.items() if p.text == self.request.prompt),
             Select.NULL,
         )
-        with Vertical(id="settings-body"):
-            yield Static("Settings — ctrl+s applies and restarts", classes="dialog-title")
+        with FormBody(id="settings-body"):
+            yield Static(self.title_text, classes="dialog-title")
+            yield Label("", id="settings-error")
             yield Select(
                 [(f"{p.name} — {p.description}", key) for key, p in self.prompts.items()],
                 prompt="built-in prompt (or write your own below)",
@@ -181,10 +193,10 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
                 for key, label in GROUP_FIELDS:  # a target split over a group (mlx.launch)
                     yield Label(label)
                     yield Input(values[key], id=key, highlighter=ControlPictures())
-            yield Label("", id="settings-error")
             with Horizontal(id="settings-buttons"):
                 yield Button("Apply and restart", id="apply", variant="primary")
                 yield Button("Cancel", id="cancel")
+        yield Footer()
 
     @on(Select.Changed, "#prompt-picker")
     def _pick_prompt(self, event: Select.Changed) -> None:
@@ -220,6 +232,9 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
         try:
             request = apply_form(self.request, values)
         except SettingsError as exc:
-            self.query_one("#settings-error", Label).update(literal(f"⚠ {exc}"))
+            error = self.query_one("#settings-error", Label)
+            error.update(literal(f"⚠ {exc}"))
+            error.add_class("-shown")
+            self.query_one("#settings-body").scroll_home(animate=False)
             return
         self.dismiss(request)

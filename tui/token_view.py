@@ -10,6 +10,7 @@ the round the inspector shows is marked (``select``).
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from typing import Iterable
 
 from rich.cells import cell_len, get_character_cell_size
@@ -29,6 +30,11 @@ from specdeck.visible import printable
 KINDS = ("target", "accepted", "rejected", "correction", "bonus")
 #: The round of a token appended without one (the text a run's end still held).
 NO_ROUND = -1
+#: A newline inside a rejected draft: shown, never a line break (the text that was kept
+#: goes on where the draft was proposed, on the same line).
+REJECTED_NEWLINE = "⏎"
+#: Views at least this tall jump-scroll by half a view (see ``TokenView._fit``).
+JUMP_SCROLL_LINES = 8
 
 
 def round_tokens(event: Round) -> list[tuple[str, str]]:
@@ -42,7 +48,17 @@ def round_tokens(event: Round) -> list[tuple[str, str]]:
 
 
 class TokenView(ScrollView, can_focus=False):
-    """Streaming, wrapped, token-coloured text; rejected drafts can be hidden."""
+    """Streaming, wrapped, token-coloured text; rejected drafts can be hidden. It follows
+    the end of the text until it is scrolled away from it, and again once scrolled back
+    to the end."""
+
+    class Scrolled(Message):
+        """A person scrolled the view (keys or wheel), not the stream: linked panes
+        follow it."""
+
+        def __init__(self, view: "TokenView") -> None:
+            super().__init__()
+            self.view = view
 
     COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS} | {"token--selected"}
 
@@ -71,6 +87,12 @@ class TokenView(ScrollView, can_focus=False):
         self._lines: list[list[tuple[str, str, int]]] = [[]]
         #: The round whose tokens are marked (the one the inspector shows), if any.
         self._selected: int | None = None
+        #: Per wrapped line, the tokens kept (rejected drafts left out) before it: the
+        #: token position that links the panes' scrolling.
+        self._line_starts: list[int] = [0]
+        self._kept = 0
+        #: Scrolling done here (following the stream, linking), not by a person.
+        self._scrolling_itself = False
         self._last_width = 0  # cells used on the open last line
         self._wrap_width = 0
         self._show_rejected = True
@@ -119,8 +141,6 @@ class TokenView(ScrollView, can_focus=False):
         first_changed = len(self._lines) - 1
         for text, kind in tokens:
             text = printable(text)
-            if kind == "rejected":
-                text = text.replace("\n", "⏎")
             self._tokens.append((text, kind))
             self._owners.append(round)
             if self._show_rejected or kind != "rejected":
@@ -167,14 +187,19 @@ class TokenView(ScrollView, can_focus=False):
     # -- wrapping ----------------------------------------------------------------------
 
     def _place(self, text: str, kind: str, owner: int) -> None:
+        if kind == "rejected":
+            text = text.replace("\n", REJECTED_NEWLINE)
         for i, part in enumerate(text.split("\n")):
             if i:
                 self._new_line()
             if part:
                 self._put(part, kind, owner)
+        if kind != "rejected":
+            self._kept += 1
 
     def _new_line(self) -> None:
         self._lines.append([])
+        self._line_starts.append(self._kept)
         self._last_width = 0
 
     def _put(self, part: str, kind: str, owner: int) -> None:
@@ -217,6 +242,8 @@ class TokenView(ScrollView, can_focus=False):
 
     def _rewrap(self) -> None:
         self._lines = [[]]
+        self._line_starts = [0]
+        self._kept = 0
         self._last_width = 0
         for (text, kind), owner in zip(self._tokens, self._owners):
             if self._show_rejected or kind != "rejected":
@@ -237,16 +264,70 @@ class TokenView(ScrollView, can_focus=False):
         When the text reaches the bottom it jump-scrolls, as xterm does: the last line
         moves to the middle, so the next half view of lines arrives without scrolling.
         Scrolling repaints the whole view, which costs a measured run CPU: at most once
-        per half view, not once per line.
+        per half view, not once per line. A view of a few lines (a short terminal)
+        scrolls line by line instead: half of it would be most of what it shows.
         """
         lines = len(self._lines)
         view = self.scrollable_content_region.height
-        height = lines + view // 2 if lines > view else max(view, lines)
+        room = view // 2 if view >= JUMP_SCROLL_LINES else 0
+        height = lines + room if lines > view else max(view, lines)
         if self.virtual_size.height != height:
             self._grow(Size(self._wrap_width, height))
         self.refresh()
-        if self.is_anchored and lines > view:
-            self.scroll_end(immediate=True, animate=False)
+        if self.following and lines > view:
+            self._scrolling_itself = True
+            try:
+                self.scroll_end(immediate=True, animate=False)
+            finally:
+                self._scrolling_itself = False
+
+    @property
+    def following(self) -> bool:
+        """The view follows the end of the text: it was not scrolled away from it.
+        (Textual's ``scroll_end`` re-anchors a released anchor, so it is called only
+        while this holds; ``_anchor_released`` has no public name in Textual 8.)"""
+        return self.is_anchored and not getattr(self, "_anchor_released", False)
+
+    # -- scrolling by token position -----------------------------------------------------
+
+    @property
+    def line_positions(self) -> list[int]:
+        """Per wrapped line, the token position it starts at (tokens kept before it)."""
+        return list(self._line_starts)
+
+    @property
+    def top_position(self) -> int:
+        """The token position (tokens kept before it) of the first line in view."""
+        line = min(round(self.scroll_y), len(self._line_starts) - 1)
+        return self._line_starts[max(line, 0)]
+
+    def scroll_to_position(self, position: int | None) -> None:
+        """Bring the line holding token ``position`` to the top (another pane's view
+        scrolled there); None, or a line past the last top line: go to the end of the
+        text and follow it."""
+        line = None if position is None else self._line_of(position)
+        self._scrolling_itself = True
+        try:
+            if line is None or line >= self.max_scroll_y:
+                self.anchor()
+            else:
+                self.scroll_to(y=line, animate=False, immediate=True)
+        finally:
+            self._scrolling_itself = False
+
+    def _line_of(self, position: int) -> int:
+        """The first wrapped line that holds token ``position`` (a token with newlines
+        spans several lines)."""
+        starts = self._line_starts
+        line = bisect_left(starts, position)
+        return line if line < len(starts) and starts[line] == position else max(line - 1, 0)
+
+    def watch_scroll_y(self, old: float, new: float) -> None:
+        super().watch_scroll_y(old, new)
+        if self.is_anchored and not self.following and new >= self.max_scroll_y:
+            self.anchor()  # scrolled back to the end: follow it again
+        if not self._scrolling_itself and round(old) != round(new):
+            self.post_message(self.Scrolled(self))
 
     def _grow(self, size: Size) -> None:
         """Set the scrollable size. Assigning ``virtual_size`` lays out the whole screen

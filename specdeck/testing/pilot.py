@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import io
 from typing import Any, Awaitable, Callable
 
 
@@ -31,10 +32,8 @@ async def settle(app: Any, pilot: Any, timeout: float = 120.0) -> None:
 
 
 def screen_text(app: Any) -> str:
-    """What the app's screen shows, as text (what the terminal would be sent, styles left
-    out): a test reads what a person would see, cut-off numbers included."""
-    import io
-
+    """What the screen shows, as text (what the terminal would be sent, styles left out):
+    what a person reads, cut where the screen cuts it."""
     from rich.console import Console
 
     console = Console(width=app.size.width, height=app.size.height, file=io.StringIO(),
