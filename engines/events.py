@@ -60,7 +60,9 @@ class Round:
     rejected_pieces: list[str]
     #: From the end of the previous round (or of the prefill) until this round's drafts
     #: were known. The previous round's text and event are made while these drafts
-    #: compute, so that time lands here when it outlasts the drafting. 0 for plain.
+    #: compute, so that time lands here when it outlasts the drafting. 0 for a round
+    #: that drafted nothing (plain decoding's, a plain step of ``auto``): all its time is
+    #: the target's.
     draft_seconds: float
     #: From then until the verdict was read back and the caches rewound: building and
     #: running the verify pass (plain decoding: one step, queued behind the last).
