@@ -284,3 +284,27 @@ def test_auto_sampling_keeps_the_targets_distribution(tiny_family, store, monkey
     assert first.auto_k and first.auto_k >= 2
     p_first, p_second = lossless_pvalues(tokens, models.target.model, ids, SAMPLING, 1500)
     assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)
+
+
+def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
+    """``-k 1,auto``: auto is a cell like any other (checked against plain, saved, read
+    back), and the chart, which places cells by k, leaves it to the table."""
+    from specdeck.chart import series_of
+    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.sweep import recommendations, run_sweep
+    from specdeck.session import sweep_document
+    from specdeck.sweep_file import sweep_from_document
+
+    request = SweepRequest(
+        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
+        prompts=[SweepPrompt("p", PROMPT)], strategies=["draft", "ngram"], ks=[1, AUTO],
+        reps=1, warmup=0, max_tokens=24)
+    cells, complete = run_sweep(request)
+    assert complete
+    labels = [c.label for c in cells]
+    assert labels == ["plain", "draft k=1", "draft k=auto", "ngram n=3 k=1", "ngram n=3 k=auto"]
+    assert all(c.correct for c in cells)
+    document = sweep_document(request, cells, recommendations(cells), True, {})
+    sweep = sweep_from_document(document)
+    assert [c["k"] for c in sweep.cells] == [None, 1, AUTO, 1, AUTO]
+    assert [x for points in series_of(sweep.cells).values() for x, _ in points] == [1, 1]
