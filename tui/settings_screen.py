@@ -29,7 +29,7 @@ from specdeck.visible import pictured
 #: Form fields: (id, label, how to read it).
 NUMBERS = (
     ("k", "k (drafts per round)", parse_draft_count),
-    ("mtp_depth", "MTP depth (or auto)", parse_draft_count),
+    ("mtp_depth", "MTP depth", parse_draft_count),
     ("ngram_n", "n-gram n", int),
     ("temperature", "temperature", float),
     ("top_p", "top-p", float),
