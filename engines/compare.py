@@ -15,6 +15,7 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.events import Event, Trace
+from specdeck.engines.calibration import estimate_line, load_calibration
 from specdeck.engines.catalog import ModelInfo, describe_dir
 from specdeck.engines.loading import ModelStore, check_pair
 from specdeck.engines.memory import (
@@ -133,7 +134,24 @@ def prepare(
                                  force=request.force)
         if warning:
             progress(f"warning: {warning}")
+    for line in time_estimates(request, described, progress):
+        progress(line)
     return Prepared(described, prompt, estimates)
+
+
+def time_estimates(request: CompareRequest, described: Described,
+                   on_problem: Callable[[str], None] = lambda _: None) -> list[str]:
+    """What this machine's calibration of the pair (``specdeck calibrate``, cached)
+    says of each speculative strategy before it runs: what a round costs and the
+    acceptance it needs to beat plain decoding. Empty when the pair was never
+    calibrated here."""
+    target, draft, _ = described
+    calibration = load_calibration(target.path, draft.path if draft else None, on_problem)
+    if calibration is None:
+        return []
+    return [f"{name}: {estimate_line(calibration, name, request.settings.max_drafts(name))}"
+            for name in request.strategies
+            if name in calibration.proposers and request.settings.max_drafts(name)]
 
 
 def check_context(target: ModelInfo, prompt_tokens: int, settings: DecodeSettings) -> str | None:

@@ -19,6 +19,8 @@ a large k lose.
 
 A run measures ``c_verify`` at its own k only. For other k the model draws a straight
 line through two points: a one-token pass costs one plain step, and the pass measured.
+A calibration (``engines.calibration``) measures every pass of 1..17 tokens instead, and
+its model reads them from ``verify_passes``.
 Each draft position then costs the same, ``position_cost`` plain steps (a draft step plus
 the line's slope), and a position is worth drafting while its survival earns more than
 that cost at the speed the best k reaches: the survival curve crosses the cost line at
@@ -76,6 +78,9 @@ class CostModel:
     #: ``f``: the share of rounds that drafted nothing, and ``c_idle``: what one costs.
     idle_share: float = 0.0
     idle_pass: float = 1.0
+    #: ``c_verify(n)`` for n = 1, 2, ... tokens, each measured (``engines.calibration``);
+    #: None: only the run's own pass was, and other k lie on the line.
+    verify_passes: tuple[float, ...] | None = None
 
     @classmethod
     def measured(cls, survival: Sequence[float], drafts: float, draft_step_seconds: float,
@@ -110,8 +115,13 @@ class CostModel:
         return (self.verify_pass - 1.0) / self.drafts if self.drafts else 0.0
 
     def verify_cost(self, k: int | None = None) -> float:
-        """``c_verify(k + 1)`` in plain steps: measured at the run's k, on the line elsewhere."""
-        return self.verify_pass if k is None else 1.0 + self.verify_slope * k
+        """``c_verify(k + 1)`` in plain steps: measured at the run's k (and at every k a
+        calibration measured), on the line elsewhere."""
+        if k is None:
+            return self.verify_pass
+        if self.verify_passes is not None and k < len(self.verify_passes):
+            return self.verify_passes[k]
+        return 1.0 + self.verify_slope * k
 
     def round_cost(self, k: int | None = None) -> float:
         """``C(k)``: a round's drafting and verifying, in plain steps."""

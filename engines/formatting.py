@@ -74,16 +74,21 @@ def ordinal(n: int) -> str:
     return f"{n}{suffix}"
 
 
+#: Statistics that are shares though their names do not end in ``_rate`` (llama.cpp's
+#: ``accept``, ``engines.conventions``).
+SHARE_NAMES = {"accept"}
+
+
 def format_stat(name: str, value: Any) -> str:
     """A statistic (a field of ``engines.stats.Stats``, or ``speedup_vs_plain``) as a
     person reads it; the unit follows from the name."""
     if value is None:
         return MISSING
-    if name == "acceptance_by_position":
-        return " ".join(percent(v) for v in value) or MISSING
+    if isinstance(value, list) and all(isinstance(v, (int, float)) for v in value):
+        return " ".join(percent(v) for v in value) or MISSING  # shares by draft position
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
-    if name.endswith("_rate"):
+    if name.endswith("_rate") or name in SHARE_NAMES:
         return percent(value, 1)
     if name.endswith("_bytes"):
         return byte_size(value)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import os
 import platform
 from importlib import metadata
@@ -70,3 +72,16 @@ def describe_machine() -> dict:
             name: _version(name) for name in ("mlx", "mlx-lm", "mlx-optiq", "specdeck")
         },
     }
+
+
+@functools.cache
+def machine_fingerprint() -> str:
+    """A short hash of what makes timings from this machine comparable with each other:
+    chip, OS, architecture, cores, memory, the BLAS preloaded and the versions of mlx
+    and mlx-lm. Timings cached under it (``engines.measured_cache``) are not reused on
+    another machine or after an upgrade. Reads no mlx: the app calls it too. Worked
+    out once per process."""
+    parts = [_chip(), platform.system(), platform.release(), platform.machine(),
+             str(os.cpu_count()), str(memory_bytes()), str(blas_library()),
+             str(_version("mlx")), str(_version("mlx-lm"))]
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:16]

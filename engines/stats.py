@@ -165,6 +165,26 @@ def priced(stats: Stats, plain_step: float | None = None) -> Stats:
                    textbook_speedup=model.textbook())
 
 
+@dataclass(frozen=True, slots=True)
+class DraftCounts:
+    """What a run's rounds drafted and kept: the counts every convention's speculation
+    statistics come from (``engines.conventions``)."""
+
+    drafting_rounds: int
+    #: Drafting rounds that kept at least one draft.
+    rounds_kept_some: int
+    proposed: int
+    accepted: int
+    #: Per position i (0-based): drafting rounds that proposed more than i drafts, and
+    #: those whose first i + 1 drafts were all kept.
+    tried: tuple[int, ...]
+    kept: tuple[int, ...]
+
+    @classmethod
+    def of(cls, events: Iterable[Event]) -> DraftCounts:
+        return StatsAccumulator().extend(events).draft_counts
+
+
 class StatsAccumulator:
     """A run's statistics, folded one event at a time.
 
@@ -174,9 +194,9 @@ class StatsAccumulator:
     """
 
     __slots__ = ("_prefill", "_done", "_rounds", "_drafting", "_proposed", "_accepted",
-                 "_generated", "_tried", "_kept", "_first_t", "_last_t", "_draft_seconds",
-                 "_verify_seconds", "_drafting_verify_seconds", "_single_seconds",
-                 "_exact_kept", "_exact_tried")
+                 "_generated", "_tried", "_kept", "_kept_some", "_first_t", "_last_t",
+                 "_draft_seconds", "_verify_seconds", "_drafting_verify_seconds",
+                 "_single_seconds", "_exact_kept", "_exact_tried")
 
     def __init__(self) -> None:
         self._prefill: Prefill | None = None
@@ -186,6 +206,8 @@ class StatsAccumulator:
         #: those that kept more than i.
         self._tried: list[int] = []
         self._kept: list[int] = []
+        #: Drafting rounds that kept at least one draft.
+        self._kept_some = 0
         self._first_t: float | None = None
         self._last_t: float | None = None
         self._draft_seconds = self._verify_seconds = self._drafting_verify_seconds = 0.0
@@ -222,6 +244,7 @@ class StatsAccumulator:
         self._drafting += 1
         self._proposed += drafted
         self._accepted += r.accepted
+        self._kept_some += r.accepted > 0
         self._drafting_verify_seconds += r.verify_seconds
         if r.exact_match_accepted is not None:
             self._exact_kept += r.exact_match_accepted
@@ -234,6 +257,13 @@ class StatsAccumulator:
             tried[i] += 1
         for i in range(min(r.accepted, drafted)):
             kept[i] += 1
+
+    @property
+    def draft_counts(self) -> DraftCounts:
+        """What the rounds added so far drafted and kept (``engines.conventions`` names
+        them as other engines do)."""
+        return DraftCounts(self._drafting, self._kept_some, self._proposed, self._accepted,
+                           tuple(self._tried), tuple(self._kept))
 
     @property
     def stats(self) -> Stats:

@@ -27,7 +27,9 @@ from specdeck.engines.requests import (
     launched,
 )
 from specdeck.prompts import DEFAULT_PROMPT
-from specdeck import fetch_command, models_command, session_commands, sweep_command
+from specdeck import (
+    calibrate_command, fetch_command, models_command, session_commands, sweep_command,
+)
 from specdeck.exit_status import (
     EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED, EXIT_USAGE,
 )
@@ -229,6 +231,7 @@ def build_parser() -> argparse.ArgumentParser:
     sweep_command.add_parser(sub)
     session_commands.add_parsers(sub)
     models_command.add_parser(sub)
+    calibrate_command.add_parser(sub)
     fetch_command.add_parser(sub)
     return parser
 
@@ -540,6 +543,7 @@ def main(argv: list[str] | None = None) -> int:
             "compare": cmd_compare, "playground": cmd_playground, "sweep": sweep_command.run,
             "replay": session_commands.cmd_replay, "diff": session_commands.cmd_diff,
             "models": models_command.run, "fetch": fetch_command.run,
+            "calibrate": calibrate_command.run,
         }[args.command](args)
         sys.stdout.flush()  # here, where a broken pipe is caught, not at exit
         return status

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 from difflib import SequenceMatcher
 from typing import Any, Literal
 
+from specdeck.engines.conventions import in_convention
 from specdeck.engines.events import Trace
 from specdeck.engines.formatting import plural
 from specdeck.session import Session
@@ -119,6 +120,8 @@ class DiffReport:
     b_label: str
     changes: list[Change] = field(default_factory=list)
     panes: list[PaneDiff] = field(default_factory=list)
+    #: How the speculation statistics are named and computed (``engines.conventions``).
+    conventions: str = "specdeck"
 
     @property
     def identical(self) -> bool:
@@ -333,8 +336,11 @@ def diff_sessions(
     pairs: list[tuple[str, str]] | None = None,
     a_label: str = "a",
     b_label: str = "b",
+    conventions: str = "specdeck",
 ) -> DiffReport:
-    """Compare strategy pairs ``(name in a, name in b)``; ``default_pairs`` when None."""
+    """Compare strategy pairs ``(name in a, name in b)``; ``default_pairs`` when None.
+    The statistics are named and computed as ``conventions`` does
+    (``engines.conventions``: specdeck, llama.cpp or vllm)."""
     pairs = pairs if pairs is not None else default_pairs(a, b)
     for a_name, b_name in pairs:
         for side, session, name in (("a", a, a_name), ("b", b, b_name)):
@@ -355,7 +361,8 @@ def diff_sessions(
             b_length=len(b_tokens),
             first_divergence=start,
             edits=[] if start is None else token_edits(a_trace, b_trace, start),
-            stats=stat_rows(a_stats[a_name], b_stats[b_name]),
+            stats=stat_rows(in_convention(a_stats[a_name], a_trace.rounds, conventions),
+                            in_convention(b_stats[b_name], b_trace.rounds, conventions)),
         ))
     changes = [] if a is b else setting_changes(a, b)
-    return DiffReport(a_label, b_label, changes, panes)
+    return DiffReport(a_label, b_label, changes, panes, conventions)

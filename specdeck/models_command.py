@@ -1,7 +1,10 @@
 """``specdeck models``: the models specdeck can use, from the Hugging Face cache and the
 directories named, with what matters for speculation (size, quantisation, hybrid, MTP
 head, tokenizer) and which of them can draft for which. Reads files only: no network,
-no weights."""
+no weights. ``--rank-drafts TARGET`` is the exception: it loads the target and every
+model sharing its tokenizer and probes each as a draft (``engines.draft_probe``), ranking
+them by the speedup predicted on this machine, and caches the ranking for the model
+picker."""
 
 from __future__ import annotations
 
@@ -11,7 +14,10 @@ from pathlib import Path
 
 from specdeck.engines.catalog import ModelInfo, find_models, suggest_drafts
 from specdeck.engines.demo import DEMO_DIR, demo_models
-from specdeck.engines.formatting import byte_size, parameters_text, quant_text
+from specdeck.engines.formatting import byte_size, parameters_text, percent, quant_text
+
+#: The built-in prompts (``prompts/``) a draft is probed on: code, prose and chat.
+PROBE_PROMPTS = ("code", "prose", "chat_explain")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -23,6 +29,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="Hugging Face cache to scan (default: the hub's own, HF_HUB_CACHE)")
     p.add_argument("--no-cache", action="store_true", help="list only the directories named")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    p.add_argument("--rank-drafts", metavar="TARGET",
+                   help="probe every listed model sharing TARGET's tokenizer as its draft "
+                   "(a few prompts, a few tokens each, temperature 0) and rank them by the "
+                   "speedup predicted on this machine; cached for the settings' model picker")
 
 
 def _table(models: list[ModelInfo]) -> None:
@@ -62,6 +72,11 @@ def run(args: argparse.Namespace) -> int:
     dirs = args.dirs or ([DEMO_DIR] if demo_models() is not None else [])
     models = find_models(dirs, args.cache_dir, hub=not args.no_cache,
                          on_problem=problems.append)
+    if args.rank_drafts:
+        status = rank_drafts(args.rank_drafts, models, args.json)
+        for problem in problems:
+            print(f"specdeck: error: {visible(str(problem), MESSAGE_CHARS)}", file=sys.stderr)
+        return 2 if problems else status
     if args.json:
         rows = [{**m.to_dict(), "drafts": [d.name for d in suggest_drafts(m, models)]}
                 for m in models]
@@ -75,3 +90,54 @@ def run(args: argparse.Namespace) -> int:
     for problem in problems:
         print(f"specdeck: error: {visible(str(problem), MESSAGE_CHARS)}", file=sys.stderr)
     return 2 if problems else 0
+
+
+def rank_drafts(target: str, models: list[ModelInfo], as_json: bool) -> int:
+    """Probe the models sharing ``target``'s tokenizer as its draft, print the ranking
+    (progress on stderr) and cache it; UserError when there is nothing to rank."""
+    import orjson
+
+    from specdeck.cli import say
+    from specdeck.engines.catalog import describe_dir
+    from specdeck.engines.compare import encode_prompt
+    from specdeck.engines.draft_probe import ProbeProgress, probe_drafts
+    from specdeck.engines.draft_ranking import save_ranking
+    from specdeck.engines.errors import UserError
+    from specdeck.engines.loading import ModelStore
+    from specdeck.prompts import get_prompt
+    from specdeck.session_store import why_not
+    from specdeck.visible import visible
+
+    store = ModelStore()
+    path = store.resolve(target)
+    info = describe_dir(path, name=target)
+    candidates = [m for m in models if m.tokenizer and m.tokenizer == info.tokenizer
+                  and m.weights_present and m.path.resolve() != path.resolve()]
+    if not candidates:
+        raise UserError(f"no listed model shares {target}'s tokenizer: name the folders "
+                        "holding its drafts (specdeck models DIR --rank-drafts TARGET)")
+    say(f"loading {target}")
+    loaded = store.get(target)
+    prompts = [encode_prompt(loaded.tokenizer, get_prompt(key).text) for key in PROBE_PROMPTS]
+
+    def progress(p: ProbeProgress) -> None:
+        print(f"\rspecdeck models: probing {p.done}/{p.total} ({visible(p.label, 60)})\033[K",
+              end="", file=sys.stderr, flush=True)
+
+    ranking = probe_drafts(loaded, candidates, prompts, progress=progress,
+                           on_skip=lambda line: print(file=sys.stderr) or say(line))
+    print(file=sys.stderr)
+    try:
+        say(f"cached in {save_ranking(ranking, path)}")
+    except OSError as exc:
+        say(f"warning: the ranking was not cached ({why_not(exc)})")
+    if as_json:
+        sys.stdout.write(orjson.dumps(ranking.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
+        return 0
+    print(visible(f"drafts for {target}, best first ({ranking.probe}; predicted on this "
+                  "machine from the probe's acceptance and costs)"))
+    for place, draft in enumerate(ranking.drafts, 1):
+        survival = " ".join(percent(s) for s in draft.survival)
+        print(visible(f"{place:>3}. {draft.name}: {draft.summary()}; draft step "
+                      f"{draft.draft_step:.2f} target steps; survival by position {survival}"))
+    return 0

@@ -55,6 +55,10 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     replay.add_argument("file", type=Path, help="a session file (sessions/*.json)")
     replay.add_argument("--headless", action="store_true",
                         help="no app: print each strategy's text and the statistics")
+    replay.add_argument("--json", action="store_true",
+                        help="no app: print each strategy's statistics as JSON (with "
+                        "--conventions: named as another engine names them)")
+    _add_conventions(replay)
     _add_size_limit(replay)
 
     diff = sub.add_parser(
@@ -73,7 +77,16 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--pair", nargs=2, metavar=("A_NAME", "B_NAME"),
                        help="compare strategy A_NAME of a with B_NAME of b (or of a)")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
+    _add_conventions(diff)
     _add_size_limit(diff)
+
+
+def _add_conventions(p: argparse.ArgumentParser) -> None:
+    from specdeck.engines.conventions import CONVENTIONS, help_text
+
+    p.add_argument("--conventions", choices=CONVENTIONS, default="specdeck",
+                   help="name and compute the speculation statistics as this engine does "
+                   f"(default %(default)s). {help_text()}. Shares are from 0 to 1")
 
 
 # --- formatting -----------------------------------------------------------------------
@@ -103,16 +116,40 @@ def cmd_replay(args: argparse.Namespace) -> int:
 
     document = read_document(args.file, args.max_file_size)
     if is_sweep(document):
+        if args.json:
+            raise UserError(f"{args.file} is a sweep, already JSON: --json prints a "
+                            "session's statistics")
         sweep = sweep_from_document(document, args.file)
         if not args.headless:
             return _open_sweep_view(sweep)
         print_sweep_file(sweep)
         return 0
     session = session_from_document(document, args.file)
+    if args.json:
+        return print_stats_json(session, args.conventions)
     if not args.headless:
         return _open_app(session)
-    print_session(session)
+    print_session(session, args.conventions)
     return 0
+
+
+def print_stats_json(session, conventions: str) -> int:
+    """Each strategy's statistics as JSON, in ``conventions``' names (the export other
+    engines' numbers can be checked against)."""
+    import orjson
+
+    stats = convention_stats(session, conventions)
+    sys.stdout.buffer.write(orjson.dumps({"conventions": conventions, "strategies": stats},
+                                         option=orjson.OPT_INDENT_2) + b"\n")
+    return 0
+
+
+def convention_stats(session, conventions: str) -> dict[str, dict]:
+    """Each strategy's statistics (``Session.stats``) named as ``conventions`` names them."""
+    from specdeck.engines.conventions import in_convention
+
+    return {name: in_convention(stats, session.traces[name].rounds, conventions)
+            for name, stats in session.stats().items()}
 
 
 def _import_tui(what: str):
@@ -159,8 +196,9 @@ def print_sweep_file(sweep) -> None:
     print_sweep(sweep.cells, sweep.recommendations)
 
 
-def print_session(session) -> None:
-    """Each strategy's text, then its statistics side by side."""
+def print_session(session, conventions: str = "specdeck") -> None:
+    """Each strategy's text, then its statistics side by side (speculation statistics
+    named as ``conventions`` names them)."""
     from rich.rule import Rule
     from rich.table import Table
     from rich.text import Text
@@ -203,8 +241,9 @@ def print_session(session) -> None:
         if costs is not None and drafts:
             console.print(literal(costs.line(drafts)))
 
-    stats = session.stats()
-    table = Table(title="statistics", title_justify="left")
+    stats = convention_stats(session, conventions)
+    title = "statistics" + ("" if conventions == "specdeck" else f" ({conventions} names)")
+    table = Table(title=title, title_justify="left")
     table.add_column("")
     for name in stats:
         table.add_column(literal(name, one_line=True), justify="right")
@@ -245,6 +284,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         pairs = None
     report = diff_sessions(
         a, b, pairs, a_label=str(args.a), b_label=str(args.b if not same else args.a),
+        conventions=args.conventions,
     )
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2))
@@ -318,6 +358,9 @@ def print_diff(report) -> None:
     console = _console()
     console.print(literal(f"a: {report.a_label}", one_line=True))
     console.print(literal(f"b: {report.b_label}", one_line=True))
+    if report.conventions != "specdeck":
+        console.print(f"speculation statistics named and computed as {report.conventions} "
+                      "does (specdeck diff --help says how)")
     print_changes(console, report.changes)
     for pane in report.panes:
         console.print()

@@ -78,13 +78,17 @@ class Terminal:
         subprocess.run([*self.tmux, "send-keys", "-t", self.name, *keys], check=True)
 
     def wait_for(self, text: str, timeout: float = 120.0) -> str:
+        return self.wait_for_any((text,), timeout)
+
+    def wait_for_any(self, texts: tuple[str, ...], timeout: float = 120.0) -> str:
+        """The screen once one of ``texts`` is on it."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             screen = self.capture()
-            if text in screen:
+            if any(text in screen for text in texts):
                 return screen
             time.sleep(0.3)
-        raise AssertionError(f"{text!r} never appeared; the screen:\n{self.capture()}")
+        raise AssertionError(f"none of {texts!r} appeared; the screen:\n{self.capture()}")
 
     def wait_until(self, shown: Callable[[str], bool], failure: str,
                    timeout: float = 30.0) -> None:
@@ -180,17 +184,27 @@ def test_after_a_strategies_change_in_settings_help_and_quit_still_work(tiny_fam
                     height=45)
     try:
         term.wait_for("measured one after another")
-        term.keys("s")
-        term.wait_for("Settings — ctrl+s")
-        time.sleep(0.5)  # the dialog focuses its first field once mounted
-        for _ in range(8):  # prompt picker, prompt, target, pick, draft, pick, MTP, pick
-            term.keys("Tab")
-            time.sleep(0.1)
-        term.keys("C-u")
-        term.keys("-l", "plain,ngram")
-        term.wait_for("plain,ngram")
-        term.keys("C-s")
-        term.wait_for("ngram n=3")
+        for attempt in range(3):
+            term.keys("s")
+            term.wait_for("Settings — ctrl+s")
+            time.sleep(1.5)  # the dialog focuses its first field once mounted
+            for _ in range(8):  # prompt picker, prompt, target, pick, draft, pick, MTP, pick
+                term.keys("Tab")
+                time.sleep(0.3)  # one at a time: a loaded machine lags behind the keys
+            term.keys("C-u")
+            term.keys("-l", "plain,ngram")
+            time.sleep(0.5)
+            term.keys("C-s")
+            # Under heavy load the typing has once landed in another field (the dialog
+            # then refuses the form, and says so): that is the keys' timing, not what
+            # this test is about, so the dialog is closed and the strategies typed again.
+            screen = term.wait_for_any(("ngram n=3", "⚠"))
+            if "ngram n=3" in screen:
+                break
+            term.keys("Escape")
+            term.wait_for("measured one after another")
+        else:
+            raise AssertionError(f"the strategies never changed; the screen:\n{screen}")
         term.wait_for("measured one after another")
         term.keys("?")
         term.wait_for("specdeck — keys")

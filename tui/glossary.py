@@ -43,12 +43,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "rejection count as drafted: they were paid for."),
     ("mean len",
      "Mean accepted length: accepted drafts per round that drafted. It leaves out the "
-     "correction or bonus token; engines that count it (vLLM's acceptance length, EAGLE) "
-     "report ours + 1."),
+     "correction or bonus token; llama.cpp (mean acc len) and vLLM (mean acceptance "
+     "length) count it, so theirs is ours + 1."),
     ("by pos (survival)",
      "Acceptance by draft position: the share of rounds whose first i drafts ALL lived "
-     "(the survival at i). It can only fall as i grows. The conditional rate, 'kept given "
-     "the ones before it were', is survival(i) / survival(i - 1)."),
+     "(the survival at i), among the rounds that drafted that far. It can only fall as i "
+     "grows. The conditional rate, 'kept given the ones before it were', is survival(i) / "
+     "survival(i - 1). llama.cpp and vLLM also give the survival, but divide by every "
+     "round that drafted: lower where rounds drafted fewer."),
+    ("other engines' numbers",
+     "specdeck replay --json and specdeck diff take --conventions llama.cpp or vllm: the "
+     "same runs under their names (n_drafted, n_accept, mean_acc_len; num_drafts, "
+     "mean_acceptance_length, draft_acceptance_rate), computed their way."),
     ("rollback: trim",
      "After a rejection, the rejected positions are dropped from the attention (KV) "
      "caches: cheap, no second pass."),

@@ -4,9 +4,12 @@ demo family, and the directories already in the settings), to fill a settings fi
 For a draft (or an MTP model) the target's tokenizer decides: models sharing its
 fingerprint share its token ids and come first, marked ``suggested`` (smaller than the
 target, smallest first, as ``engines.catalog.suggest_drafts`` orders them); the others
-are marked ``incompatible`` (the run would refuse them). The catalog reads files only:
-the scan runs in a worker thread so a large cache never blocks the app, and nothing
-touches the network.
+are marked ``incompatible`` (the run would refuse them). Where ``specdeck models
+--rank-drafts`` has ranked the target's drafts on this machine, the drafts it probed come
+first instead, in its order, marked with their place and predicted speedup
+(``engines.draft_ranking``: read from the cache, never computed here). The catalog reads
+files only: the scan runs in a worker thread so a large cache never blocks the app, and
+nothing touches the network.
 """
 
 from __future__ import annotations
@@ -23,9 +26,10 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
 from specdeck.engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
+from specdeck.engines.draft_ranking import DraftRanking, RankedDraft, load_ranking
 from specdeck.engines.errors import ModelError
 from specdeck.engines.families import family_roots, member_of
-from specdeck.engines.formatting import byte_size, parameters_text, plural, quant_text
+from specdeck.engines.formatting import byte_size, parameters_text, plural, quant_text, times
 from specdeck.literal import literal
 
 #: The settings fields the picker fills, and what they are called in its title.
@@ -41,7 +45,8 @@ class Choice:
 
     model: ModelInfo
     #: ``suggested``, ``same tokenizer``, ``no MTP head``, ``incompatible`` or
-    #: ``tokenizer unknown`` for draft and MTP models; empty for the target.
+    #: ``tokenizer unknown`` for draft and MTP models (``#1 1.21x k=3`` for a ranked
+    #: draft); empty for the target.
     mark: str
 
     @property
@@ -68,22 +73,39 @@ def match_target(field: str, models: list[ModelInfo]) -> ModelInfo | None:
         return None
 
 
-def rank_choices(role: str, models: list[ModelInfo], target: ModelInfo | None) -> list[Choice]:
-    """The picker's rows for ``role`` (a key of ``ROLES``), best first."""
+def ranked_mark(place: int, draft: RankedDraft) -> str:
+    """A ranked draft's mark: its place and predicted speedup (``#1 1.21x k=3``)."""
+    return f"#{place} {times(draft.speedup)}" + (f" k={draft.best_k}" if draft.best_k
+                                                   else " plain wins")
+
+
+def rank_choices(role: str, models: list[ModelInfo], target: ModelInfo | None,
+                 ranking: DraftRanking | None = None) -> list[Choice]:
+    """The picker's rows for ``role`` (a key of ``ROLES``), best first; for a draft, the
+    models ``ranking`` (the target's cached draft ranking) probed lead, in its order."""
     if role == "target":
         return [Choice(m, "") for m in models]
     if target is None or target.tokenizer is None:
         return [Choice(m, "tokenizer unknown") for m in models]
     shared = [m for m in models if m.tokenizer == target.tokenizer]
+    ranked: list[tuple[int, Choice]] = []
     if role == "draft":
-        first = suggest_drafts(target, shared)
+        for m in shared:
+            found = ranking.find(m.path) if ranking is not None else None
+            if found is not None:
+                ranked.append((found[0], Choice(m, ranked_mark(*found))))
+        ranked.sort(key=lambda pair: pair[0])
+        unranked = [m for m in shared if not any(_same(m, c.model) for _, c in ranked)]
+        first = suggest_drafts(target, unranked)
         rest_mark = "same tokenizer"
     else:
+        unranked = shared
         first = [m for m in shared if m.has_mtp_head]
         rest_mark = "no MTP head"
-    rest = [m for m in shared if not any(_same(m, f) for f in first)]
+    rest = [m for m in unranked if not any(_same(m, f) for f in first)]
     others = [m for m in models if m.tokenizer != target.tokenizer]
-    return ([Choice(m, "suggested") for m in first] + [Choice(m, rest_mark) for m in rest]
+    return ([c for _, c in ranked] + [Choice(m, "suggested") for m in first]
+            + [Choice(m, rest_mark) for m in rest]
             + [Choice(m, "incompatible" if m.tokenizer else "tokenizer unknown")
                for m in others])
 
@@ -127,12 +149,15 @@ class ModelPicker(ModalScreen["str | None"]):
     BINDINGS = [Binding("escape", "dismiss(None)", "Cancel", id="picker.cancel")]
 
     class Scanned(Message):
-        """The catalog, ranked for the field (or the error that stopped the scan)."""
+        """The catalog, ranked for the field (or the error that stopped the scan), and
+        the cached draft ranking it used (None: none)."""
 
-        def __init__(self, choices: list[Choice], error: str | None) -> None:
+        def __init__(self, choices: list[Choice], error: str | None,
+                     ranking: DraftRanking | None = None) -> None:
             super().__init__()
             self.choices = choices
             self.error = error
+            self.ranking = ranking
 
     def __init__(self, role: str, fields: dict[str, str]) -> None:
         """``fields``: the settings' model fields as they are now (``target``, ``draft``,
@@ -163,13 +188,16 @@ class ModelPicker(ModalScreen["str | None"]):
     def _scan(self) -> None:
         """Worker thread: read the catalog (files only); a message, not a call, brings
         the rows back, so a picker closed meanwhile just drops them."""
+        ranking = None
         try:
             models = list_models(self.fields)
             target = match_target(self.fields.get("target", ""), models)
-            choices, error = rank_choices(self.role, models, target), None
+            if self.role == "draft" and target is not None:
+                ranking = load_ranking(target.path)  # a cached file: no token computed
+            choices, error = rank_choices(self.role, models, target, ranking), None
         except ModelError as exc:
             choices, error = [], str(exc)
-        self.post_message(self.Scanned(choices, error))
+        self.post_message(self.Scanned(choices, error, ranking))
 
     @on(Scanned)
     def _show(self, message: Scanned) -> None:
@@ -185,8 +213,15 @@ class ModelPicker(ModalScreen["str | None"]):
             status.update("no models found (name one by its directory in the field instead)")
         else:
             suggested = sum(c.mark == "suggested" for c in choices)
-            status.update(plural(len(choices), "model") + (
-                "" if self.role == "target" else f", {suggested} suggested"))
+            text = plural(len(choices), "model") + (
+                "" if self.role == "target" else f", {suggested} suggested")
+            if message.ranking is not None:
+                ranked = sum(c.mark.startswith("#") for c in choices)
+                text += (f", {ranked} ranked by a probe on this machine "
+                         f"({message.ranking.measured[:10]}; predicted speedup at the best k)")
+            elif self.role == "draft":
+                text += "; specdeck models --rank-drafts TARGET ranks them on this machine"
+            status.update(literal(text))
         table.focus()
 
     @on(DataTable.RowSelected, "#picker-table")

@@ -1,0 +1,231 @@
+""""Will speculation help on my machine?": a target pass of every length a round can
+verify, a draft step and an MTP step, timed on this machine, and what they predict.
+
+``specdeck calibrate`` times them (``engines.pass_timing``) without generating an answer:
+a target step (a pass of one token), verify passes of 2..17 tokens (k = 1..16), one step
+of the draft model and one of the target's MTP head, each the median of several
+repetitions with a robust spread. Priced in target steps they feed the one cost model
+(``engines.cost_model.CostModel``, every verify pass measured rather than on its line),
+which turns an acceptance into a speedup for each k: the acceptance at which each k
+breaks even with plain decoding, and the best k for a given acceptance.
+
+*Acceptance* here is the chance that a draft is kept given that the ones before it were
+(the conditional rate, the same at every position), so the survival at position i is
+``acceptance ** i``. A run's measured survival by position can be given instead
+(``cost_model(survival=...)``).
+
+The result is cached per machine and model pair (``engines.measured_cache``) for the
+adaptive draft length, the estimate shown before a run and ``calibrate --cached``.
+No mlx here.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from specdeck.engines.config import MAX_DRAFT_TOKENS
+from specdeck.engines.cost_model import CostModel
+from specdeck.engines.group_costs import PASS_SIZES
+from specdeck.engines.measured_cache import cache_file, read_cached, write_cached
+
+#: The cache's folder, and the version of the files this module writes.
+KIND = "calibration"
+VERSION = 1
+#: Who drafts: an external draft model, or the target's own MTP head.
+PROPOSERS = ("draft", "mtp")
+#: Timed repetitions of every probe, and untimed rounds before them (``pass_timing``).
+REPS, WARMUP = 9, 2
+#: Acceptances of the table ``calibrate`` prints.
+TABLE_ACCEPTANCES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+
+
+@dataclass(frozen=True, slots=True)
+class Timing:
+    """One probe's time: the median of its repetitions, in seconds, and their robust
+    spread (``stats.robust_cv``: 0.05 means the repetitions spread about 5 %)."""
+
+    seconds: float
+    spread: float
+
+    def to_dict(self) -> dict:
+        return {"seconds": self.seconds, "spread": self.spread}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Timing | None:
+        if type(data) is not dict:
+            return None
+        seconds, spread = data.get("seconds"), data.get("spread")
+        if not all(type(v) in (int, float) and math.isfinite(v) for v in (seconds, spread)):
+            return None
+        if seconds <= 0 or spread < 0:
+            return None
+        return cls(float(seconds), float(spread))
+
+
+def survival_of(acceptance: float, k: int = MAX_DRAFT_TOKENS) -> tuple[float, ...]:
+    """The survival at positions 1..k when every draft is kept with chance ``acceptance``
+    given the ones before it: ``acceptance ** i``."""
+    return tuple(acceptance ** i for i in range(1, k + 1))
+
+
+@dataclass(frozen=True, slots=True)
+class Calibration:
+    """A target's passes of ``PASS_SIZES`` tokens, a draft step and an MTP step, as
+    timed on one machine (``machine``) for one model pair (identities from
+    ``engines.measured_cache.model_identity``)."""
+
+    machine: str
+    target: str
+    target_identity: str
+    draft: str | None
+    draft_identity: str | None
+    #: A target pass of 1, 2, ..., 17 tokens: ``passes[0]`` is one target step.
+    passes: tuple[Timing, ...]
+    draft_step: Timing | None
+    mtp_step: Timing | None
+    reps: int
+    #: When it was measured (ISO 8601, UTC).
+    measured: str
+
+    @property
+    def target_step(self) -> Timing:
+        return self.passes[0]
+
+    @property
+    def proposers(self) -> tuple[str, ...]:
+        """Who can draft with what was measured (``PROPOSERS``)."""
+        return tuple(p for p, t in zip(PROPOSERS, (self.draft_step, self.mtp_step)) if t)
+
+    def steps(self, seconds: float) -> float:
+        """``seconds`` in target steps."""
+        return seconds / self.target_step.seconds
+
+    def proposer_step(self, proposer: str) -> float:
+        """One draft step of ``proposer`` in target steps; ValueError when it was not
+        measured."""
+        timing = {"draft": self.draft_step, "mtp": self.mtp_step}.get(proposer)
+        if timing is None:
+            raise ValueError(f"no {proposer} step was measured")
+        return self.steps(timing.seconds)
+
+    def cost_model(self, proposer: str, acceptance: float | None = None,
+                   survival: Sequence[float] | None = None) -> CostModel:
+        """The cost model of ``proposer`` drafting up to 16 tokens, every verify pass
+        as measured, with the survival ``acceptance`` gives (``survival_of``) or the
+        ``survival`` by position given (a run's, measured)."""
+        if survival is None:
+            if acceptance is None:
+                raise ValueError("give an acceptance or a survival")
+            survival = survival_of(acceptance)
+        verify = tuple(self.steps(t.seconds) for t in self.passes)
+        k = len(survival)
+        return CostModel(tuple(survival), float(k), self.proposer_step(proposer),
+                         verify[min(k, len(verify) - 1)], "plain", verify_passes=verify)
+
+    def round_cost(self, proposer: str, k: int) -> float:
+        """``C(k)``: k draft steps and a verify pass of k + 1 tokens, in target steps."""
+        return self.cost_model(proposer, 0.0).round_cost(k)
+
+    def speedup(self, proposer: str, k: int, acceptance: float) -> float:
+        """The predicted speedup over plain decoding of k drafts at ``acceptance``."""
+        return self.cost_model(proposer, acceptance).predicted(k)
+
+    def break_even(self, proposer: str, k: int) -> float | None:
+        """The acceptance at which k drafts per round are as fast as plain decoding:
+        below it they are slower. None when even acceptance 1 loses (a round of k + 1
+        tokens costs more than k + 1 target steps); 0 when any acceptance wins."""
+        if self.speedup(proposer, k, 1.0) < 1.0:
+            return None
+        low, high = 0.0, 1.0
+        if self.speedup(proposer, k, low) >= 1.0:
+            return 0.0
+        for _ in range(50):  # the speedup grows with the acceptance: bisect
+            middle = (low + high) / 2
+            low, high = (middle, high) if self.speedup(proposer, k, middle) < 1.0 \
+                else (low, middle)
+        return high
+
+    def best_k(self, proposer: str, acceptance: float) -> tuple[int, float]:
+        """The k (1..16) predicted fastest at ``acceptance`` and its speedup; k = 0 (plain
+        decoding, 1.00x) when no k beats plain."""
+        model = self.cost_model(proposer, acceptance)
+        k = model.best_k()
+        speed = model.predicted(k)
+        return (k, speed) if speed > 1.0 else (0, 1.0)
+
+    def to_dict(self) -> dict:
+        return {
+            "kind": KIND, "version": VERSION, "machine": self.machine,
+            "target": self.target, "target_identity": self.target_identity,
+            "draft": self.draft, "draft_identity": self.draft_identity,
+            "passes": [t.to_dict() for t in self.passes],
+            "draft_step": self.draft_step.to_dict() if self.draft_step else None,
+            "mtp_step": self.mtp_step.to_dict() if self.mtp_step else None,
+            "reps": self.reps, "measured": self.measured,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Calibration | None:
+        """As ``to_dict`` wrote it; None when ``data`` is not such a record (a file
+        from elsewhere, or one an older version wrote)."""
+        if type(data) is not dict or data.get("kind") != KIND or data.get("version") != VERSION:
+            return None
+        texts = ("machine", "target", "target_identity", "measured")
+        if not all(type(data.get(key)) is str and len(data[key]) < 4096 for key in texts):
+            return None
+        optional = ("draft", "draft_identity")
+        if not all(data.get(key) is None or type(data.get(key)) is str for key in optional):
+            return None
+        passes = data.get("passes")
+        if type(passes) is not list or len(passes) != len(PASS_SIZES):
+            return None
+        timings = [Timing.from_dict(p) for p in passes]
+        steps = [Timing.from_dict(data.get(key)) if data.get(key) is not None else None
+                 for key in ("draft_step", "mtp_step")]
+        if None in timings or any(data.get(key) is not None and step is None
+                                  for key, step in zip(("draft_step", "mtp_step"), steps)):
+            return None
+        reps = data.get("reps")
+        if type(reps) is not int or reps < 1:
+            return None
+        return cls(data["machine"], data["target"], data["target_identity"], data["draft"],
+                   data["draft_identity"], tuple(timings), steps[0], steps[1], reps,
+                   data["measured"])
+
+
+def calibration_file(target: Path | str, draft: Path | str | None) -> Path:
+    """Where the calibration of ``target`` with ``draft`` (None: the target alone, its
+    MTP head if it has one) on this machine is cached."""
+    return cache_file(KIND, target, draft)
+
+
+def load_calibration(target: Path | str, draft: Path | str | None = None,
+                     on_problem: Callable[[str], None] = lambda line: None
+                     ) -> Calibration | None:
+    """The cached calibration of the model folders ``target`` and ``draft`` on this
+    machine, or None (never measured here, or the models changed since). A broken
+    cache file is ignored, said once through ``on_problem``."""
+    return read_cached(calibration_file(target, draft), Calibration.from_dict, on_problem)
+
+
+def save_calibration(calibration: Calibration, target: Path | str,
+                     draft: Path | str | None) -> Path:
+    """Cache ``calibration`` for ``target`` and ``draft``; the file it went to (OSError
+    when it cannot be written)."""
+    path = calibration_file(target, draft)
+    write_cached(path, calibration.to_dict())
+    return path
+
+
+def estimate_line(calibration: Calibration, proposer: str, k: int) -> str:
+    """What the calibration says of a run before it starts: what a round of k costs
+    and the acceptance it needs to pay (the estimate beside the memory estimate)."""
+    cost = calibration.round_cost(proposer, k)
+    needed = calibration.break_even(proposer, k)
+    pays = ("it never beats plain on this machine" if needed is None
+            else f"it beats plain above {needed:.0%} acceptance")
+    return (f"calibrated on this machine, a round of k={k} costs {cost:.2f} target steps "
+            f"for up to {k + 1} tokens; {pays}")

@@ -1,0 +1,227 @@
+"""Timing a target's passes, a draft step and an MTP step, without generating an answer:
+what ``specdeck calibrate`` measures (``engines.calibration`` says what it predicts).
+
+After a short prompt is prefilled, each probe feeds its tokens to the warm cache, reads
+the greedy choice back and puts the cache back where it was (outside the timing), so
+every repetition sees the same context. Each is timed the way a decoding loop runs it:
+
+- a target step: a few greedy steps chained as plain decoding chains them (the next
+  step queued before the current token is read back), per step: that overlap makes a
+  plain step cheaper than a pass of one token read back at once, and a calibration
+  that missed it would price every verify pass too high;
+- a verify pass of n = 2..17 tokens (k = n - 1 drafts), read back at once as a round
+  must, through the same call a round makes (a hybrid target keeps each position's
+  recurrent state, ``engines.capture``, and commits a prefix as after a rejection);
+- a draft step and an MTP step: a few chained and read back together, as a round
+  drafts, per step.
+
+Repetitions take turns probe by probe (as a sweep's cells do), after untimed warm-up
+rounds, so drift hits every probe alike; each keeps its median and robust spread. The
+clock is injected (tests drive it): it is read exactly twice per probe, just before and
+just after, and ``progress`` hears each probe's label before it runs; a chained probe's
+time is divided by its ``CHAIN`` steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Callable
+
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+from mlx_lm.models.cache import make_prompt_cache
+
+from specdeck.engines.calibration import REPS, WARMUP, Calibration, Timing
+from specdeck.engines.capture import commit_prefix, forward_captured, supports_capture
+from specdeck.engines.decoding import Clock, forward, forward_hidden, prefill
+from specdeck.engines.group_costs import PASS_SIZES
+from specdeck.engines.loading import LoadedModel
+from specdeck.engines.machine import machine_fingerprint
+from specdeck.engines.measured_cache import model_identity
+from specdeck.engines.mtp import MtpModel
+from specdeck.engines.rollback import checkpoint, restore
+from specdeck.engines.stats import median, robust_cv
+
+#: The most prompt tokens prefilled before timing (a short context, as early in a run).
+CONTEXT_TOKENS = 64
+#: Steps a target-step, draft-step or MTP-step probe chains (its time is divided by it).
+CHAIN = 4
+
+
+@dataclass(frozen=True, slots=True)
+class CalibrationProgress:
+    """``done`` of ``total`` probes run; ``label`` is the one about to run."""
+
+    done: int
+    total: int
+    label: str
+
+
+#: Runs once and says how many steps it timed (its time is divided by that).
+Probe = Callable[[], int]
+
+
+def _greedy(model, cache, tokens: mx.array) -> mx.array:
+    """The greedy choice after the last of ``tokens``, queued (not yet computed)."""
+    with mx.stream(generation_stream):
+        choice = mx.argmax(forward(model, cache, tokens)[-1:], axis=-1)
+    mx.async_eval(choice)
+    return choice
+
+
+def _steps_probe(model, cache, first: int) -> Probe:
+    """``CHAIN`` greedy steps as plain decoding takes them (the next step queued before
+    the current token is read back, ``engines.plain``); the cache is put back after."""
+    start = mx.array([first], mx.uint32)
+
+    def run() -> int:
+        point = checkpoint(cache, CHAIN)
+        current = _greedy(model, cache, start)
+        for _ in range(CHAIN - 1):
+            upcoming = _greedy(model, cache, current)
+            current.item()
+            current = upcoming
+        current.item()
+        restore(cache, point, discard=CHAIN)
+        return CHAIN
+
+    return run
+
+
+def _pass_probe(model, cache, tokens: list[int], n: int) -> Probe:
+    """A verify pass of ``n`` tokens, its greedy choices read back, through the call a
+    round makes; the cache is put back afterwards (a rejection's commit is timed, the
+    rest is not)."""
+    fed = mx.array(tokens[:n], mx.uint32)
+    captures = supports_capture(model)
+
+    def run() -> int:
+        point = checkpoint(cache, n)
+        with mx.stream(generation_stream):
+            if captures:
+                captured = forward_captured(model, cache, fed, False)
+                logprobs = captured.logprobs
+            else:
+                logprobs = forward(model, cache, fed)
+            choice = mx.argmax(logprobs, axis=-1)
+        choice.tolist()
+        if captures:
+            commit_prefix(cache, captured, keep=1, fed=n)  # as after a rejection
+            restore(cache, point, discard=1)
+        else:
+            restore(cache, point, discard=n)
+        return 1
+
+    return run
+
+
+def _draft_probe(draft: LoadedModel, prompt: list[int]) -> Probe:
+    """``CHAIN`` draft steps from the prefilled prompt, queued one on the other and read
+    back together, as a round drafts (``engines.draft``)."""
+    model = draft.model
+    cache = make_prompt_cache(model)
+    with mx.stream(generation_stream):
+        rest = prefill(model, cache, mx.array(prompt, mx.uint32), 512)
+    mx.eval([c.state for c in cache])
+
+    def run() -> int:
+        point = checkpoint(cache, CHAIN)
+        y, drafts = rest, []
+        for _ in range(CHAIN):
+            y = _greedy(model, cache, y)
+            drafts.append(y)
+        mx.concatenate(drafts).tolist()
+        restore(cache, point, discard=CHAIN)
+        return CHAIN
+
+    return run
+
+
+def _mtp_probe(mtp: MtpModel, cache, prompt: list[int]) -> Probe:
+    """``CHAIN`` MTP head steps chained from the hidden state of the prompt's last
+    position, as a round drafts (``engines.mtp``)."""
+    model = mtp.model.model
+    point = checkpoint(cache, 1)
+    with mx.stream(generation_stream):
+        _, hidden = forward_hidden(model, cache, mx.array(prompt[-1:], mx.uint32))
+    mx.eval(hidden)
+    restore(cache, point, discard=1)
+    start_hidden = hidden[None, -1:]
+    start_token = mx.array([[prompt[-1]]], mx.uint32)
+
+    def run() -> int:
+        hidden, token, drafts = start_hidden, start_token, []
+        for _ in range(CHAIN):
+            with mx.stream(generation_stream):
+                hidden, logprobs = mtp.head(hidden, token)
+                draft = mx.argmax(logprobs, axis=-1)
+            mx.async_eval(draft)
+            drafts.append(draft)
+            token = draft[None]
+        mx.concatenate(drafts).tolist()
+        return CHAIN
+
+    return run
+
+
+def measure_calibration(
+    target: LoadedModel,
+    prompt: list[int],
+    draft: LoadedModel | None = None,
+    mtp: MtpModel | None = None,
+    *,
+    reps: int = REPS,
+    warmup: int = WARMUP,
+    clock: Clock = time.perf_counter,
+    progress: Callable[[CalibrationProgress], None] = lambda p: None,
+) -> Calibration:
+    """Time ``target``'s step and verify passes of 2..17 tokens, a ``draft`` step and an ``mtp`` step
+    (each when given) after prefilling ``prompt`` (its first ``CONTEXT_TOKENS``)."""
+    if reps < 1 or warmup < 0:
+        raise ValueError("reps must be at least 1 and warmup at least 0")
+    prompt = prompt[:CONTEXT_TOKENS]
+    if len(prompt) < 2:
+        raise ValueError("calibrating needs a prompt of at least 2 tokens")
+    model = target.model
+    cache = make_prompt_cache(model)
+    with mx.stream(generation_stream):
+        rest = prefill(model, cache, mx.array(prompt, mx.uint32), 512)
+    mx.eval([c.state for c in cache])
+    feed = (rest.tolist() + prompt * PASS_SIZES[-1])[: PASS_SIZES[-1]]
+    probes: dict[str, Probe] = {"target step": _steps_probe(model, cache, feed[0])}
+    probes.update({f"pass of {n} tokens": _pass_probe(model, cache, feed, n)
+                   for n in PASS_SIZES[1:]})
+    if draft is not None:
+        probes["draft step"] = _draft_probe(draft, prompt)
+    if mtp is not None:
+        probes["MTP step"] = _mtp_probe(mtp, cache, prompt)
+    times: dict[str, list[float]] = {label: [] for label in probes}
+    total, done = (warmup + reps) * len(probes), 0
+    for rep in range(warmup + reps):
+        for label, probe in probes.items():
+            progress(CalibrationProgress(done, total, label))
+            start = clock()
+            steps = probe()
+            seconds = (clock() - start) / steps
+            if rep >= warmup:
+                times[label].append(seconds)
+            done += 1
+    progress(CalibrationProgress(done, total, "done"))
+
+    def timing(label: str) -> Timing | None:
+        if label not in times:
+            return None
+        values = times[label]
+        return Timing(max(median(values), 1e-9), robust_cv(values))
+
+    return Calibration(
+        machine=machine_fingerprint(), target=target.source,
+        target_identity=model_identity(target.path),
+        draft=draft.source if draft else None,
+        draft_identity=model_identity(draft.path) if draft else None,
+        passes=tuple(timing(label) for label in list(probes)[: len(PASS_SIZES)]),
+        draft_step=timing("draft step"), mtp_step=timing("MTP step"), reps=reps,
+        measured=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    )
