@@ -22,7 +22,7 @@ from specdeck.engines.memory import (
     MemoryEstimate, Split, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
 from specdeck.engines.mtp import load_mtp
-from specdeck.engines.requests import NEEDS_DRAFT, CompareRequest
+from specdeck.engines.requests import USES_DRAFT, CompareRequest, uses_mtp
 from specdeck.engines.stats import compute_stats
 from specdeck.engines.strategies import Models, run_strategy
 
@@ -70,9 +70,9 @@ def describe_models(request: CompareRequest, store: ModelStore) -> Described:
     """The target, draft and MTP model the request uses, from their files."""
     target = describe_dir(store.resolve(request.target, request.revision), name=request.target)
     draft = mtp = None
-    if NEEDS_DRAFT & set(request.strategies) and request.draft:
+    if USES_DRAFT & set(request.strategies) and request.draft:
         draft = describe_dir(store.resolve(request.draft), name=request.draft)
-    if "mtp" in request.strategies:
+    if uses_mtp(request.strategies, request.draft):
         mtp = describe_dir(store.resolve(request.mtp_model), name=request.mtp_model) \
             if request.mtp_model else target
     return target, draft, mtp
@@ -185,7 +185,7 @@ def load_models(
     progress(f"loading {request.target}")
     target = store.get(request.target, request.revision, request.dtype)
     mtp = None
-    if "mtp" in request.strategies:
+    if uses_mtp(request.strategies, request.draft):
         if request.mtp_model:
             progress(f"loading {request.mtp_model}")
             mtp_source = store.get(request.mtp_model, dtype=request.dtype)
@@ -194,7 +194,7 @@ def load_models(
         progress(f"loading the MTP head of {mtp_source.name}")
         mtp = load_mtp(mtp_source)
     draft = None
-    if NEEDS_DRAFT & set(request.strategies) and request.draft:
+    if USES_DRAFT & set(request.strategies) and request.draft:
         progress(f"loading {request.draft}")
         draft = store.get(request.draft, dtype=request.dtype)
     return Models(target=target, draft=draft, mtp=mtp)

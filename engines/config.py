@@ -7,11 +7,21 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, Literal, Union
 
 from specdeck.engines.errors import SettingsError
 
-STRATEGIES = ("plain", "draft", "mtp", "ngram")
+STRATEGIES = ("plain", "draft", "mtp", "ngram", "chain")
+#: Who drafts for each speculative strategy (``chain``: prompt lookup, then a draft
+#: model or, without one, an MTP head).
+DRAFTERS = {"draft": ("draft",), "mtp": ("mtp",), "ngram": ("ngram",),
+            "chain": ("ngram", "draft", "mtp")}
+
+#: A draft length a controller picks round by round (``engines.draft_length``) instead
+#: of a fixed k: ``-k auto``, ``--depth auto``, ``--ngram-k auto``.
+AUTO = "auto"
+#: Drafts per round: a fixed count, or ``AUTO``.
+DraftCount = Union[int, Literal["auto"]]
 
 #: How weights are kept once loaded: ``fast`` casts half precision to float32 on the CPU
 #: backend (``loading.prefer_fast_dtype``); ``native`` keeps them as stored, as ``mlx_lm
@@ -28,7 +38,7 @@ SEEDS = range(2**64)
 
 #: The JSON types each annotated field type accepts (exactly: true is not a number).
 _JSON_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,),
-               "int | None": (int, type(None))}
+               "int | None": (int, type(None)), "DraftCount": (int, str)}
 
 
 def field_default(cls: type, name: str) -> Any:
@@ -53,10 +63,24 @@ def _from_dict(cls: type, data: Any) -> Any:
             value = Sampling.from_dict(value)
             if value is None:
                 return None
-        elif type(value) not in _JSON_TYPES[f.type]:
+        elif type(value) not in _JSON_TYPES[f.type] or (type(value) is str and value != AUTO):
             return None
         values[f.name] = value
     return cls(**values)
+
+
+def parse_draft_count(text: str) -> DraftCount:
+    """``auto`` or a whole number, as typed on a command line or in a form; ValueError
+    otherwise."""
+    text = text.strip()
+    return AUTO if text.lower() == AUTO else int(text)
+
+
+def _check_count(value: DraftCount, most: int, what: str) -> None:
+    if value == AUTO:
+        return
+    if type(value) is not int or not 1 <= value <= most:
+        raise SettingsError(f"{what} must be between 1 and {most}, or auto (got {value!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,13 +120,14 @@ class DecodeSettings:
 
     max_tokens: int = 256
     sampling: Sampling = field(default_factory=Sampling)
-    #: Drafts per round for the ``draft`` strategy (k).
-    num_draft_tokens: int = 2
-    #: Drafts per cycle for the ``mtp`` strategy.
-    mtp_depth: int = 1
-    #: Match length for the ``ngram`` strategy, and its maximum drafts per round.
+    #: Drafts per round for the ``draft`` strategy (k), or ``auto``.
+    num_draft_tokens: DraftCount = 2
+    #: Drafts per cycle for the ``mtp`` strategy, or ``auto``.
+    mtp_depth: DraftCount = 1
+    #: Match length for the ``ngram`` strategy, and its maximum drafts per round (or
+    #: ``auto``).
     ngram_n: int = 3
-    ngram_k: int = 4
+    ngram_k: DraftCount = 4
     #: How many of the target's top alternatives to record per verified position (0: none).
     alternatives: int = 0
     #: Stop at the end-of-sequence token (benchmarks turn this off for fixed lengths).
@@ -115,21 +140,11 @@ class DecodeSettings:
         self.sampling.validate()
         if self.max_tokens < 1:
             raise SettingsError(f"max tokens must be >= 1 (got {self.max_tokens})")
-        if not 1 <= self.num_draft_tokens <= MAX_DRAFT_TOKENS:
-            raise SettingsError(
-                f"draft tokens (-k) must be between 1 and {MAX_DRAFT_TOKENS} "
-                f"(got {self.num_draft_tokens})"
-            )
-        if not 1 <= self.mtp_depth <= MAX_MTP_DEPTH:
-            raise SettingsError(
-                f"MTP depth must be between 1 and {MAX_MTP_DEPTH} (got {self.mtp_depth})"
-            )
+        _check_count(self.num_draft_tokens, MAX_DRAFT_TOKENS, "draft tokens (-k)")
+        _check_count(self.mtp_depth, MAX_MTP_DEPTH, "MTP depth")
         if self.ngram_n < 1:
             raise SettingsError(f"n-gram match length must be >= 1 (got {self.ngram_n})")
-        if not 1 <= self.ngram_k <= MAX_DRAFT_TOKENS:
-            raise SettingsError(
-                f"n-gram drafts must be between 1 and {MAX_DRAFT_TOKENS} (got {self.ngram_k})"
-            )
+        _check_count(self.ngram_k, MAX_DRAFT_TOKENS, "n-gram drafts")
         if not 0 <= self.alternatives <= MAX_ALTERNATIVES:
             raise SettingsError(
                 f"alternatives must be from 0 to {MAX_ALTERNATIVES} (got {self.alternatives})")
@@ -138,10 +153,21 @@ class DecodeSettings:
         if self.max_kv_size is not None and self.max_kv_size < 8:
             raise SettingsError(f"max KV size must be >= 8 (got {self.max_kv_size})")
 
-    def max_drafts(self, strategy: str) -> int:
-        """The most drafts one round of ``strategy`` proposes (plain: none)."""
+    def draft_count(self, drafter: str) -> DraftCount:
+        """The setting of a drafter (``draft``, ``mtp``, ``ngram``): k or ``auto``."""
         return {"draft": self.num_draft_tokens, "mtp": self.mtp_depth,
-                "ngram": self.ngram_k}.get(strategy, 0)
+                "ngram": self.ngram_k}[drafter]
+
+    def max_drafts(self, strategy: str) -> int:
+        """The most drafts one round of ``strategy`` proposes (plain: none; ``auto``:
+        the most its controller may choose; ``chain``: the most of its drafters')."""
+        return max((self._most(drafter) for drafter in DRAFTERS.get(strategy, ())), default=0)
+
+    def _most(self, drafter: str) -> int:
+        count = self.draft_count(drafter)
+        if count != AUTO:
+            return count
+        return MAX_MTP_DEPTH if drafter == "mtp" else MAX_DRAFT_TOKENS
 
     def to_dict(self) -> dict:
         return asdict(self)

@@ -51,6 +51,7 @@ from specdeck.engines.catalog import describe_dir
 from specdeck.engines.compare import (
     CompareResult, encode_prompt, measure_strategies, start_compare,
 )
+from specdeck.engines.config import AUTO
 from specdeck.engines.decoding import Clock, forward
 from specdeck.engines.errors import GroupError, ModelError, SettingsError, UserError
 from specdeck.engines.events import Done, Event
@@ -471,7 +472,7 @@ def group_sweep(
                                     AgreedFlag(group, cancelled), models)
     for cell in cells:
         drafts = cell.depth if cell.strategy == "mtp" else cell.k
-        if drafts:
+        if drafts and drafts != AUTO:  # auto's passes vary: its why-line says enough
             cell.why += "; " + costs.line(drafts)
     return cells, complete, {**group.record(), "pass_costs": costs.to_dict()}
 

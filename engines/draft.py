@@ -10,6 +10,7 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock, forward
+from specdeck.engines.draft_length import draft_length
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.rollback import Checkpoint, checkpoint, restore
@@ -22,7 +23,9 @@ class DraftModel:
 
     The draft is checkpointed before each of its steps, so after a rejection its cache
     goes straight back to the last accepted token: trimmed where it can be, the recurrent
-    state of a hybrid draft restored from the checkpoint, never replayed.
+    state of a hybrid draft restored from the checkpoint, never replayed. A round it did
+    not draft (``auto`` chose a plain step, or another drafter of a ``chain`` drafted)
+    leaves the round's tokens pending: its next draft step feeds them all at once.
     """
 
     wants_hidden = False
@@ -35,6 +38,9 @@ class DraftModel:
         self.pending: mx.array | None = None
         self.points: list[Checkpoint] = []
 
+    def drafter(self) -> str:
+        return "draft"
+
     def companions(self) -> list[tuple[Any, Sequence[Any]]]:
         return [(self.model, self.cache)]
 
@@ -44,6 +50,8 @@ class DraftModel:
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         y = self.pending
         self.points = []
+        if not count:
+            return mx.array([], mx.uint32), None
         drafts, lps = [], []
         for _ in range(count):
             self.points.append(checkpoint(self.cache, y.size))
@@ -59,14 +67,18 @@ class DraftModel:
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
-        k = len(drafts)
-        if accepted == k:
+        k, points = len(drafts), self.points
+        self.points = []
+        if not points:  # someone else drafted, or nobody: catch up next time
+            kept = mx.array(drafts[:accepted] + [token], mx.uint32)
+            self.pending = mx.concatenate([self.pending, kept])
+        elif accepted == k:
             # The last draft was proposed but never fed to the draft model.
             self.pending = mx.array([drafts[-1], token], mx.uint32)
-            return
-        if accepted + 1 < k:
-            restore(self.cache, self.points[accepted + 1], discard=k - 1 - accepted)
-        self.pending = mx.array([token], mx.uint32)
+        else:
+            if accepted + 1 < k:
+                restore(self.cache, points[accepted + 1], discard=k - 1 - accepted)
+            self.pending = mx.array([token], mx.uint32)
 
 
 def run_draft(
@@ -76,9 +88,9 @@ def run_draft(
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
-    """Speculative decoding with an external draft model, k = ``num_draft_tokens``."""
+    """Speculative decoding with an external draft model, k = ``num_draft_tokens``
+    (or ``auto``)."""
     keys = KeyStream(settings.sampling.seed)
     proposer = DraftModel(draft, settings, keys)
-    return run_speculative(
-        target, proposer, prompt, settings, settings.num_draft_tokens, keys, clock
-    )
+    lengths = {"draft": draft_length(settings, "draft")}
+    return run_speculative(target, proposer, prompt, settings, lengths, keys, clock)

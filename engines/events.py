@@ -22,6 +22,12 @@ Rollback = Literal["none", "trim", "replay", "captured"]
 
 FinishReason = Literal["length", "stop", "cancelled", "error"]
 
+#: Who drafts: an external draft model, a model's own MTP head, or prompt lookup.
+Drafter = Literal["draft", "mtp", "ngram"]
+#: Each drafter as a sentence names it.
+DRAFTER_WORDS: dict[str, str] = {
+    "draft": "the draft model", "mtp": "the MTP head", "ngram": "prompt lookup"}
+
 
 @dataclass(slots=True)
 class Prefill:
@@ -54,7 +60,9 @@ class Round:
     rejected_pieces: list[str]
     #: From the end of the previous round (or of the prefill) until this round's drafts
     #: were known. The previous round's text and event are made while these drafts
-    #: compute, so that time lands here when it outlasts the drafting. 0 for plain.
+    #: compute, so that time lands here when it outlasts the drafting. 0 for a round
+    #: that drafted nothing (plain decoding's, a plain step of ``auto``): all its time is
+    #: the target's.
     draft_seconds: float
     #: From then until the verdict was read back and the caches rewound: building and
     #: running the verify pass (plain decoding: one step, queued behind the last).
@@ -70,11 +78,27 @@ class Round:
     #: The uniform draw each drafted token was tested against (temperature > 0 only):
     #: accepted when ``u < min(1, p / q)``.
     uniforms: list[float] | None = None
+    #: How many of these drafts mlx-lm's exact-match rule would have kept: drafts
+    #: accepted while the target's own token equals them (at temperature > 0 its sample
+    #: from p, drawn with each position's ``uniforms`` value). Only recorded, never
+    #: deciding; equal to ``accepted`` at temperature 0. None when nothing was drafted.
+    exact_match_accepted: int | None = None
     #: The target's most likely tokens at each verified position: ``[[id, prob], ...]``.
     alternatives: list[list[list[float]]] | None = None
     rollback: Rollback = "none"
     #: Tokens pushed through the target again to rebuild a recurrent state.
     replayed: int = 0
+    #: Which drafter proposed ``drafted``: ``draft``, ``mtp`` or ``ngram`` (the
+    #: ``chain`` strategy picks one per round). None when nothing was drafted.
+    proposer: Drafter | None = None
+    #: With ``auto`` drafts (``engines.draft_length``): the k asked for (the proposer
+    #: may give fewer: a short n-gram match, the run's last tokens), the tokens ``E(k)``
+    #: it expected and the cost ``C(k)`` in one-token passes (None: nothing measured
+    #: yet), and whether it was exploring. None / False with a fixed k.
+    auto_k: int | None = None
+    auto_tokens: float | None = None
+    auto_cost: float | None = None
+    auto_explored: bool = False
     type: Literal["round"] = "round"
 
     @property

@@ -42,6 +42,7 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import ModelError
 from specdeck.engines.formatting import byte_size
 from specdeck.engines.machine import memory_bytes
+from specdeck.engines.requests import USES_DRAFT
 
 #: mlx-lm's ``KVCache.step``: caches grow by this many positions at a time.
 KV_STEP = 256
@@ -271,20 +272,20 @@ def estimate(
     if draft is not None and draft.path.resolve() == model.path.resolve():
         draft_weights = 0
     else:
-        draft_weights = weight_bytes(draft, upcast) if strategy == "draft" and draft else 0
+        draft_weights = weight_bytes(draft, upcast) if strategy in USES_DRAFT and draft else 0
     draft_cache = 0
-    if strategy == "draft" and draft is not None:
+    if strategy in USES_DRAFT and draft is not None:
         d_kv, d_recurrent, d_act = _model_bytes(
             draft, upcast, tokens, settings, prompt_tokens, 2
         )
         # A hybrid draft is checkpointed before each of its k steps.
-        draft_cache = d_kv + d_recurrent * (1 + settings.num_draft_tokens)
+        draft_cache = d_kv + d_recurrent * (1 + settings.max_drafts("draft"))
         activations = max(activations, d_act)
     return MemoryEstimate(
         strategy=strategy,
         weights=split.weight_bytes(model, upcast) if split else weight_bytes(model, upcast),
         draft_weights=draft_weights,
-        mtp_head=mtp_head_bytes(model, upcast) if strategy == "mtp" else 0,
+        mtp_head=mtp_head_bytes(model, upcast) if _drafts_with_head(strategy, draft) else 0,
         other_models=other_models,
         kv_cache=kv,
         recurrent_state=recurrent,
@@ -292,6 +293,11 @@ def estimate(
         draft_cache=draft_cache,
         activations=activations,
     )
+
+
+def _drafts_with_head(strategy: str, draft: ModelInfo | None) -> bool:
+    """Whether ``strategy`` drafts with an MTP head: mtp, and chain with no draft model."""
+    return strategy == "mtp" or (strategy == "chain" and draft is None)
 
 
 def estimate_comparison(
@@ -314,6 +320,8 @@ def estimate_comparison(
     """
     mtp = mtp or target
     decodes = {"draft": [target, draft], "mtp": [mtp]}
+    # Chain decodes as its fallback does (prompt lookup costs no memory of its own).
+    decodes["chain"] = decodes["draft" if draft is not None else "mtp"]
     loaded: dict[Path, ModelInfo] = {}
     for strategy in strategies:
         loaded.update((i.path, i) for i in decodes.get(strategy, [target]) if i is not None)
@@ -327,12 +335,13 @@ def estimate_comparison(
             if split is not None and split.path == path
             else weight_bytes(info, upcast and path in cast)
             for path, info in loaded.items() if path not in used)
-        if "mtp" in strategies and strategy != "mtp":
-            head_cast = "mtp" in strategies[: strategies.index(strategy)]
+        heads = [s for s in strategies if _drafts_with_head(s, draft)]
+        if heads and not _drafts_with_head(strategy, draft):
+            head_cast = any(s in heads for s in strategies[: strategies.index(strategy)])
             others += mtp_head_bytes(mtp, upcast and head_cast)
         out[strategy] = estimate(
-            strategy, mtp if strategy == "mtp" else target, settings, prompt_tokens,
-            draft=draft, other_models=others, upcast=upcast, split=split,
+            strategy, mtp if _drafts_with_head(strategy, draft) else target, settings,
+            prompt_tokens, draft=draft, other_models=others, upcast=upcast, split=split,
         )
     return out
 

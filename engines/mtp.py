@@ -39,6 +39,7 @@ from mlx_lm.models.qwen3_5 import TextModelArgs
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock, log_probs, split_at_output
+from specdeck.engines.draft_length import draft_length
 from specdeck.engines.errors import ModelError
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel, prefer_fast_dtype
@@ -136,6 +137,9 @@ class MtpDrafter:
         self.hidden: mx.array | None = None
         self.token = 0
 
+    def drafter(self) -> str:
+        return "mtp"
+
     def companions(self) -> list[tuple[Any, Sequence[Any]]]:
         return []
 
@@ -143,7 +147,7 @@ class MtpDrafter:
         self.hidden = None
 
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
-        if self.hidden is None:
+        if self.hidden is None or not count:
             return mx.array([], mx.uint32), None
         hidden, token = self.hidden, mx.array([[self.token]], mx.uint32)
         drafts, lps = [], []
@@ -170,7 +174,8 @@ def run_mtp(
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
-    """MTP self-speculation, ``mtp_depth`` drafts per cycle."""
+    """MTP self-speculation, ``mtp_depth`` drafts per cycle (or ``auto``)."""
     keys = KeyStream(settings.sampling.seed)
     drafter = MtpDrafter(mtp.head, settings, keys)
-    return run_speculative(mtp.model, drafter, prompt, settings, settings.mtp_depth, keys, clock)
+    lengths = {"mtp": draft_length(settings, "mtp")}
+    return run_speculative(mtp.model, drafter, prompt, settings, lengths, keys, clock)

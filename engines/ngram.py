@@ -17,6 +17,7 @@ import mlx.core as mx
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock
+from specdeck.engines.draft_length import draft_length
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.sampling import KeyStream
@@ -37,6 +38,9 @@ class PromptLookup:
         self.history: list[int] = []
         self.follows: dict[tuple[int, ...], int] = {}
 
+    def drafter(self) -> str:
+        return "ngram"
+
     def companions(self) -> list[tuple[Any, Sequence[Any]]]:
         return []
 
@@ -51,10 +55,15 @@ class PromptLookup:
                 self.follows[tuple(history[-n:])] = len(history)
             history.append(token)
 
+    def match(self) -> int | None:
+        """Where the tokens after the latest earlier occurrence of the last ``n`` start;
+        None when the text offers no such match."""
+        if len(self.history) < self.n:
+            return None
+        return self.follows.get(tuple(self.history[-self.n :]))
+
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
-        start = None
-        if len(self.history) >= self.n:
-            start = self.follows.get(tuple(self.history[-self.n :]))
+        start = self.match()
         drafts = [] if start is None else self.history[start : start + count]
         return mx.array(drafts, mx.uint32), None
 
@@ -70,8 +79,10 @@ def run_ngram(
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
-    """Prompt-lookup decoding: match length ``ngram_n``, at most ``ngram_k`` drafts."""
+    """Prompt-lookup decoding: match length ``ngram_n``, at most ``ngram_k`` drafts (or
+    ``auto``)."""
     keys = KeyStream(settings.sampling.seed)
+    lengths = {"ngram": draft_length(settings, "ngram")}
     return run_speculative(
-        target, PromptLookup(settings.ngram_n), prompt, settings, settings.ngram_k, keys, clock
+        target, PromptLookup(settings.ngram_n), prompt, settings, lengths, keys, clock
     )

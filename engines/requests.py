@@ -10,11 +10,20 @@ import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 
-from specdeck.engines.config import DTYPES, STRATEGIES, DecodeSettings, Sampling
+from specdeck.engines.config import DTYPES, STRATEGIES, DecodeSettings, DraftCount, Sampling
 from specdeck.engines.errors import SettingsError
 
 #: Strategies that need a draft model.
 NEEDS_DRAFT = {"draft"}
+#: Strategies that draft with the draft model when one is named.
+USES_DRAFT = {"draft", "chain"}
+
+
+def uses_mtp(strategies: list[str], draft: object) -> bool:
+    """Whether a comparison needs an MTP head: for the mtp strategy, or for chain with
+    no draft model to fall back on."""
+    return "mtp" in strategies or ("chain" in strategies and not draft)
+
 #: Timed repetitions of each strategy a comparison may ask for.
 MAX_REPEATS = 20
 
@@ -168,8 +177,8 @@ class CellSpec:
     prompt: str
     strategy: str
     temperature: float
-    k: int | None = None
-    depth: int | None = None
+    k: DraftCount | None = None
+    depth: DraftCount | None = None
     n: int | None = None
 
     @property
@@ -200,8 +209,9 @@ class SweepRequest:
     strategies: list[str] = field(default_factory=lambda: ["draft"])
     draft: str | None = None
     mtp_model: str | None = None
-    ks: list[int] = field(default_factory=lambda: [1, 2, 4, 8, 16])
-    depths: list[int] = field(default_factory=lambda: [1, 2, 3])
+    #: k values (and ``auto``) for draft and ngram, depths (and ``auto``) for mtp.
+    ks: list[DraftCount] = field(default_factory=lambda: [1, 2, 4, 8, 16])
+    depths: list[DraftCount] = field(default_factory=lambda: [1, 2, 3])
     ngram_ns: list[int] = field(default_factory=lambda: [3])
     temperatures: list[float] = field(default_factory=lambda: [0.0])
     reps: int = 5

@@ -69,6 +69,11 @@ class Verdict:
     target_probs: mx.array
     draft_probs: mx.array
     uniforms: mx.array | None
+    #: 1 where the target's own token at that position equals the draft: mlx-lm's
+    #: exact-match rule, recorded beside the real one and never deciding anything.
+    #: Greedy: the argmax (the rules coincide); else the target's sample from p drawn by
+    #: inverse CDF with the position's own uniform draw.
+    exact_match: mx.array
 
 
 def judge_drafts(
@@ -95,7 +100,8 @@ def judge_drafts(
     if k == 0:
         empty = mx.zeros((0,), mx.float32)
         token = choose(target_lp, sampling, keys)
-        return Verdict(mx.zeros((0,), mx.bool_), token, empty, empty, None)
+        none = mx.zeros((0,), mx.bool_)
+        return Verdict(none, token, empty, empty, None, none)
     idx = drafts[:, None]
     p_draft = mx.exp(mx.take_along_axis(target_lp[:k], idx, axis=-1)[:, 0])
     if draft_lp is None:
@@ -105,11 +111,13 @@ def judge_drafts(
 
     if sampling.greedy:
         best = mx.argmax(target_lp, axis=-1)
-        return Verdict(best[:k] == drafts, best, p_draft, q_draft, None)
+        passed = best[:k] == drafts
+        return Verdict(passed, best, p_draft, q_draft, None, passed)
 
     uniforms = mx.random.uniform(shape=(k,), key=keys.next())
     passed = uniforms * q_draft < p_draft
     p = mx.exp(target_lp[:k])
+    exact_match = inverse_cdf(p, uniforms) == drafts
     if draft_lp is None:
         q = mx.zeros_like(p)
         q = mx.put_along_axis(q, idx, mx.ones((k, 1), q.dtype), axis=-1)
@@ -122,7 +130,24 @@ def judge_drafts(
     corrections = mx.random.categorical(mx.log(residual), axis=-1, key=keys.next())
     bonus = mx.random.categorical(target_lp[k], key=keys.next())
     fallback = mx.concatenate([corrections, bonus[None]])
-    return Verdict(passed, fallback, p_draft, q_draft, uniforms)
+    return Verdict(passed, fallback, p_draft, q_draft, uniforms, exact_match)
+
+
+def inverse_cdf(probs: mx.array, uniforms: mx.array) -> mx.array:
+    """One token per row of ``probs`` (n, V), drawn with that row's uniform in [0, 1):
+    the first id whose cumulative probability (ids in order) passes ``u`` times the
+    row's total, so a token is drawn with its probability; never one of none, even
+    where ``u`` times the total rounds up to the total."""
+    cdf = mx.cumsum(probs, axis=-1)
+    drawn = mx.sum(cdf <= uniforms[:, None] * cdf[:, -1:], axis=-1)
+    last = probs.shape[-1] - 1 - mx.argmax(probs[:, ::-1] > 0, axis=-1)
+    return mx.minimum(drawn, last).astype(mx.uint32)
+
+
+def leading_run(flags: list[bool]) -> int:
+    """How many of ``flags`` hold from the start: the drafts a rule accepts before its
+    first rejection."""
+    return next((i for i, ok in enumerate(flags) if not ok), len(flags))
 
 
 def top_alternatives(logprobs: mx.array, count: int) -> tuple[mx.array, mx.array]:

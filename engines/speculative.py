@@ -10,7 +10,8 @@ included, which is what mlx-lm's ``speculative_generate_step`` cannot show.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Protocol, Sequence
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
@@ -21,14 +22,35 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import (
     CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, forward_hidden, prefill_event, wired_limit,
 )
+from specdeck.engines.draft_length import AdaptiveLength, DraftLength, LengthChoice
 from specdeck.engines.events import EndKind, Event, Round
 from specdeck.engines.loading import LoadedModel
-from specdeck.engines.rollback import Rewind, checkpoint, rewind
-from specdeck.engines.sampling import KeyStream, judge_drafts, sampling_logprobs, top_alternatives
+from specdeck.engines.rollback import Checkpoint, Rewind, checkpoint, rewind
+from specdeck.engines.sampling import (
+    KeyStream, Verdict, judge_drafts, leading_run, sampling_logprobs, top_alternatives,
+)
+
+
+@dataclass(slots=True)
+class _Pass:
+    """A verify pass queued: the target's sampling log-probs (1 + k, V), its hidden states
+    when the proposer wants them, the states it captured (hybrid targets), the cache's
+    checkpoint before it (else), and the verdict on the drafts."""
+
+    lp: mx.array
+    hidden: mx.array | None
+    captured: CapturedPass | None
+    point: Checkpoint | None
+    verdict: Verdict
 
 
 class Proposer(Protocol):
     """Where drafts come from."""
+
+    def drafter(self) -> str:
+        """Who drafts the next round (``draft``, ``mtp``, ``ngram``): the key of its
+        draft length policy and what the round records as its proposer."""
+        ...
 
     #: Whether ``settle`` needs the target's final hidden states from the verify pass
     #: (an MTP head drafts from them); the verify pass then runs trunk and output layer
@@ -64,11 +86,12 @@ def run_speculative(
     proposer: Proposer,
     prompt: list[int],
     settings: DecodeSettings,
-    max_drafts: int,
+    lengths: Mapping[str, DraftLength],
     keys: KeyStream,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
-    """Draft, verify, rewind and record, round after round.
+    """Draft, verify, rewind and record, round after round; ``lengths`` says how many
+    drafts each drafter the proposer uses asks for (a fixed k, or ``auto``).
 
     Only the verdict is read back before the next round's drafts are queued; what the
     round records besides (probabilities, uniform draws, the target's alternatives, the
@@ -76,17 +99,25 @@ def run_speculative(
     Python work with the next step. A round's ``draft_seconds`` therefore runs from the
     end of the previous round's verify pass to the moment its drafts are known, and
     includes the recording of the previous round where that outlasts the drafting;
-    ``verify_seconds`` runs from there to the end of the verdict and rewind. Rounds tile
-    the decode time.
+    ``verify_seconds`` runs from there to the end of the verdict and rewind. A round that
+    drafts nothing (``auto`` chose a plain step, lookup found no match, MTP's first) is
+    queued as soon as the previous verdict is read, as plain decoding queues its next
+    step, and all its time counts as verify. Rounds tile the decode time.
     """
     model = target.model
     cache = make_prompt_cache(model, max_kv_size=settings.max_kv_size)
     sampling = settings.sampling
     output = Output(target.tokenizer, settings)
 
-    def propose() -> tuple[mx.array, mx.array | None]:
+    # Each drafter's choice for its next round, made from the rounds before the last
+    # while the last one's drafts compute (``engines.draft_length``).
+    choices = {name: policy.choose() for name, policy in lengths.items()}
+
+    def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
+        drafter = proposer.drafter()
+        choice = choices[drafter]
         with mx.stream(generation_stream):
-            return proposer.propose(min(max_drafts, output.remaining))
+            return (*proposer.propose(min(choice.k, output.remaining)), drafter, choice)
 
     with wired_limit():
         timer = Timer(clock)
@@ -99,31 +130,48 @@ def run_speculative(
         # Hybrid targets keep each position's recurrent state in the verify pass, so a
         # rejection never needs a second pass (``engines.capture``).
         captures = supports_capture(model)
-        last = pre.t
-        index = cleared = 0
-        drafts, draft_lp = propose()
-        while True:
-            mx.eval(drafts)
-            after_draft = timer.now()
-            k = drafts.size
 
+        def verify(pending: mx.array, drafts: mx.array, draft_lp: mx.array | None) -> _Pass:
+            """Queue the target's pass over ``pending`` and the drafts, and the verdict.
+            A pass with no drafts has nothing to rewind: a plain step."""
+            k = drafts.size
             with mx.stream(generation_stream):
                 verified = mx.concatenate([pending, drafts])
                 captured: CapturedPass | None = None
-                if captures:
+                point = None
+                if captures and k:
                     captured = forward_captured(model, cache, verified, proposer.wants_hidden)
                     logprobs, hidden = captured.logprobs, captured.hidden
                 else:
-                    point = checkpoint(cache, 1 + k)
+                    point = checkpoint(cache, 1 + k) if k else None
                     if proposer.wants_hidden:
                         logprobs, hidden = forward_hidden(model, cache, verified)
                     else:
                         logprobs, hidden = forward(model, cache, verified), None
                 lp = sampling_logprobs(logprobs, sampling)
                 verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
+            return _Pass(lp, hidden, captured, point, verdict)
+
+        last = pre.t
+        index = cleared = 0
+        drafts, draft_lp, drafter, choice = propose()
+        queued: _Pass | None = None
+        while True:
+            mx.eval(drafts)
+            after_draft = timer.now()
+            k = drafts.size
+            checked = queued or verify(pending, drafts, draft_lp)
+            queued = None
+            lp, hidden, captured, verdict = (
+                checked.lp, checked.hidden, checked.captured, checked.verdict)
+            if not k and not any(c.k for c in choices.values()):
+                # A plain step, and the next round drafts nothing either: queue its step
+                # on this one's token before reading it, as plain decoding does.
+                queued = verify(verdict.fallback[:1].astype(mx.uint32), drafts, None)
+                mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
             mx.eval(verdict.passed, verdict.fallback)
             drafted = drafts.tolist()
-            accepted = next((i for i, ok in enumerate(verdict.passed.tolist()) if not ok), k)
+            accepted = leading_run(verdict.passed.tolist())
             token = verdict.fallback.tolist()[accepted]
 
             replayed = 0
@@ -131,8 +179,10 @@ def run_speculative(
                 action = Rewind.NONE if accepted == k else Rewind.CAPTURED
                 if action is Rewind.CAPTURED:
                     commit_prefix(cache, captured, keep=1 + accepted, fed=1 + k)
+            elif checked.point is not None:
+                action = rewind(cache, checked.point, keep=1 + accepted)
             else:
-                action = rewind(cache, point, keep=1 + accepted)
+                action = Rewind.NONE
             if action is Rewind.REPLAY:
                 replayed = 1 + accepted
                 with mx.stream(generation_stream):
@@ -146,11 +196,16 @@ def run_speculative(
             # unless the run stops inside the accepted drafts.
             candidates = drafted[:accepted] + [token]
             tokens = candidates[: output.extend(candidates)]
+            this_drafter, this_choice = drafter, choice
             if not output.finished:
-                drafts, draft_lp = propose()
-            # Everything else the round records is computed behind the next drafts.
+                drafts, draft_lp, drafter, choice = propose()
+                if queued is None and not drafts.size:  # the target's step runs right away
+                    queued = verify(pending, drafts, draft_lp)
+                    mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
+            # Everything else the round records is computed behind the next drafts (or
+            # the next plain step).
             with mx.stream(generation_stream):
-                probs = [verdict.draft_probs, verdict.target_probs]
+                probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
                 if verdict.uniforms is not None:
                     probs.append(verdict.uniforms)
                 top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
@@ -166,7 +221,7 @@ def run_speculative(
                     [[i, p] for i, p in zip(row_ids, row_p)]
                     for row_ids, row_p in zip(top[0].tolist(), top[1].tolist())
                 ]
-            yield Round(
+            event = Round(
                 index=index,
                 drafted=drafted,
                 accepted=accepted,
@@ -174,16 +229,26 @@ def run_speculative(
                 end=end,
                 pieces=pieces,
                 rejected_pieces=rejected_pieces,
-                draft_seconds=after_draft - last,
-                verify_seconds=now - after_draft,
+                # A round that drafted nothing is a plain step, queued as the last
+                # round ended: all of it is the target's, as in plain decoding.
+                draft_seconds=after_draft - last if k else 0.0,
+                verify_seconds=now - after_draft if k else now - last,
                 t=now,
                 draft_probs=probs[0].tolist() if k else None,
                 target_probs=probs[1].tolist() if k else None,
-                uniforms=probs[2].tolist() if verdict.uniforms is not None else None,
+                uniforms=probs[3].tolist() if verdict.uniforms is not None else None,
+                exact_match_accepted=leading_run(probs[2].tolist()) if k else None,
                 alternatives=alternatives,
                 rollback=action.value,
                 replayed=replayed,
+                proposer=this_drafter if k else None,
             )
+            if isinstance(lengths[this_drafter], AdaptiveLength):
+                event.auto_k, event.auto_tokens = this_choice.k, this_choice.tokens
+                event.auto_cost, event.auto_explored = this_choice.cost, this_choice.explored
+            lengths[this_drafter].observe(event)
+            choices[this_drafter] = lengths[this_drafter].choose()
+            yield event
             if output.finished:
                 break
             last = now

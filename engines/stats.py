@@ -65,6 +65,11 @@ class Stats:
     cost_baseline: str | None = None
     #: The textbook's prediction: the same tokens per pass, a verify pass as one plain step.
     textbook_speedup: float | None = None
+    #: What mlx-lm's exact-match rule would have kept of the same drafts, over the drafts
+    #: of the rounds that record it (``Round.exact_match_accepted``); None where none do
+    #: (plain decoding, files from before it was recorded). Equals ``acceptance_rate`` at
+    #: temperature 0.
+    exact_match_acceptance_rate: float | None = None
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -191,7 +196,7 @@ class StatsAccumulator:
     __slots__ = ("_prefill", "_done", "_rounds", "_drafting", "_proposed", "_accepted",
                  "_generated", "_tried", "_kept", "_kept_some", "_first_t", "_last_t",
                  "_draft_seconds", "_verify_seconds", "_drafting_verify_seconds",
-                 "_single_seconds")
+                 "_single_seconds", "_exact_kept", "_exact_tried")
 
     def __init__(self) -> None:
         self._prefill: Prefill | None = None
@@ -208,6 +213,8 @@ class StatsAccumulator:
         self._draft_seconds = self._verify_seconds = self._drafting_verify_seconds = 0.0
         #: Seconds of the rounds that drafted nothing (one-token passes).
         self._single_seconds = 0.0
+        #: Drafts the exact-match rule would have kept, of the drafts of rounds recording it.
+        self._exact_kept = self._exact_tried = 0
 
     def add(self, event: Event) -> None:
         if isinstance(event, Round):
@@ -239,6 +246,9 @@ class StatsAccumulator:
         self._accepted += r.accepted
         self._kept_some += r.accepted > 0
         self._drafting_verify_seconds += r.verify_seconds
+        if r.exact_match_accepted is not None:
+            self._exact_kept += r.exact_match_accepted
+            self._exact_tried += drafted
         tried, kept = self._tried, self._kept
         if drafted > len(tried):
             tried.extend([0] * (drafted - len(tried)))
@@ -290,6 +300,7 @@ class StatsAccumulator:
             draft_step_seconds=per_draft,
             verify_pass_seconds=per_verify,
             single_pass_seconds=_ratio(self._single_seconds, self._rounds - drafting),
+            exact_match_acceptance_rate=_ratio(self._exact_kept, self._exact_tried),
         )
         return priced(stats)
 

@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 
 import mlx.core as mx
 
+from specdeck.engines.chain import CHAIN_NEEDS, run_chain
 from specdeck.engines.config import STRATEGIES, DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
@@ -53,6 +54,10 @@ def strategy_events(
         return run_mtp(models.mtp, prompt, settings, clock)
     if name == "ngram":
         return run_ngram(models.target, prompt, settings, clock)
+    if name == "chain":
+        if models.draft is None and models.mtp is None:
+            raise SettingsError(CHAIN_NEEDS)
+        return run_chain(models.target, models.draft, models.mtp, prompt, settings, clock)
     raise SettingsError(f"unknown strategy {name!r} (choose from {', '.join(STRATEGIES)})")
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from specdeck.engines.compare import encode_prompt, load_models
-from specdeck.engines.config import DecodeSettings
+from specdeck.engines.config import AUTO, DecodeSettings, DraftCount
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Trace
 from specdeck.engines.formatting import times
@@ -38,8 +38,8 @@ class Cell:
     strategy: str
     label: str
     temperature: float
-    k: int | None
-    depth: int | None
+    k: DraftCount | None
+    depth: DraftCount | None
     n: int | None
     reps: int
     tokens_per_s: list[float]
@@ -188,6 +188,12 @@ def recommendations(cells: list[Cell]) -> list[str]:
     return lines
 
 
+def _most(counts: list[DraftCount]) -> DraftCount:
+    """The setting that drafts the most of ``counts`` (``auto`` may draft up to the
+    limit), for the memory estimate."""
+    return AUTO if AUTO in counts else max(counts, default=1)
+
+
 @dataclass
 class SweepProgress:
     done: int
@@ -207,8 +213,8 @@ def sweep_models(request: SweepRequest, store: ModelStore,
             prompt=max((p.text for p in request.prompts), key=len),
             draft=request.draft, mtp_model=request.mtp_model,
             settings=DecodeSettings(
-                max_tokens=request.max_tokens, num_draft_tokens=max(request.ks, default=1),
-                mtp_depth=max(request.depths, default=1), ngram_k=max(request.ks, default=1),
+                max_tokens=request.max_tokens, num_draft_tokens=_most(request.ks),
+                mtp_depth=_most(request.depths), ngram_k=_most(request.ks),
             ),
             strict_memory=request.strict_memory, force=request.force, group=request.group,
         ),

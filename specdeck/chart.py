@@ -19,12 +19,13 @@ DASHES = ["", "6 3", "2 3", "8 3 2 3"]
 
 
 def series_of(cells: list[dict]) -> dict[str, list[tuple[int, float]]]:
-    """(drafts per round, speedup) points per prompt, strategy and temperature."""
+    """(drafts per round, speedup) points per prompt, strategy and temperature (cells
+    with a fixed k)."""
     series: dict[str, list[tuple[int, float]]] = {}
     for cell in cells:
         x = cell["depth"] if cell["strategy"] == "mtp" else cell["k"]
-        if cell["strategy"] == "plain" or x is None or cell["speedup"] is None:
-            continue
+        if cell["strategy"] == "plain" or type(x) is not int or cell["speedup"] is None:
+            continue  # ``auto`` has no x: the table shows it beside the fixed k
         if cell.get("correct") is False:
             continue
         name = cell["strategy"] + (f" n={cell['n']}" if cell["strategy"] == "ngram" else "")

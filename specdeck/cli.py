@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from specdeck.engines.config import (
-    MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling, field_default,
+    MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, DraftCount, Sampling,
+    field_default, parse_draft_count,
 )
 from specdeck.engines.errors import GroupError, ModelError, SettingsError, UserError
 from specdeck.engines.formatting import percent, plural, rate, times
@@ -55,6 +56,14 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
                    "native: as stored, matching `mlx_lm generate` bit for bit")
 
 
+def draft_count(value: str) -> DraftCount:
+    """An option's draft count: a whole number or ``auto``."""
+    try:
+        return parse_draft_count(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {value!r}")
+
+
 def _add_run_options(p: argparse.ArgumentParser) -> None:
     _add_model_options(p)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
@@ -67,20 +76,24 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", help="revision of the target on the Hugging Face hub")
     p.add_argument(
         "--strategies", default="plain,draft",
-        help="comma-separated, run in this order (plain, draft, mtp, ngram)",
+        help="comma-separated, run in this order (plain, draft, mtp, ngram, chain: "
+        "prompt lookup where the text repeats, the draft model or MTP head elsewhere)",
     )
     p.add_argument("--prompt",
                    help="prompt text, a prompt file, or a folder or JSONL file holding one "
                    f"(default: the built-in {DEFAULT_PROMPT!r} prompt, as bare specdeck)")
-    p.add_argument("-k", "--num-draft-tokens", type=int, default=SETTINGS.num_draft_tokens,
-                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS} (default %(default)s)")
-    p.add_argument("--depth", type=int, default=SETTINGS.mtp_depth,
-                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH} (default %(default)s)")
+    p.add_argument("-k", "--num-draft-tokens", type=draft_count,
+                   default=SETTINGS.num_draft_tokens,
+                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS}, or auto: chosen each round "
+                   "from the acceptance and costs measured so far (default %(default)s)")
+    p.add_argument("--depth", type=draft_count, default=SETTINGS.mtp_depth,
+                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH}, or auto "
+                   "(default %(default)s)")
     p.add_argument("--ngram", type=int, default=SETTINGS.ngram_n,
                    help="prompt lookup: tokens to match (default %(default)s)")
-    p.add_argument("--ngram-k", type=int, default=SETTINGS.ngram_k,
-                   help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS} "
-                   "(default %(default)s)")
+    p.add_argument("--ngram-k", type=draft_count, default=SETTINGS.ngram_k,
+                   help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS}, or "
+                   "auto (default %(default)s)")
     p.add_argument("--max-tokens", type=int, default=SETTINGS.max_tokens,
                    help="tokens to generate at most (default %(default)s)")
     p.add_argument("--temp", type=float, default=SAMPLING.temperature,
@@ -394,9 +407,34 @@ def explain_run(name: str, result) -> list[str]:
                      f"{percent(noise)}): it cannot be told from plain")
     if stats.tokens_per_round is not None and stats.proposed:
         lines.append(f"{stats.tokens_per_round:.2f} tokens per target pass")
+    lines += drafting_lines(trace.rounds, stats,
+                            result.request.settings.sampling.temperature > 0)
     model = cost_model(stats, plain_step_seconds(plain_speed))
     if model is not None:
         lines.append("why: " + model.why(measured_speedup, stats.acceptance_rate))
+    return lines
+
+
+def drafting_lines(rounds: list, stats, sampled: bool) -> list[str]:
+    """How a run drafted, where there is more to say than its acceptance: what ``auto``
+    chose, who drafted for ``chain``, and (``sampled``: temperature > 0) what mlx-lm's
+    exact-match rule would have kept of the same drafts."""
+    from specdeck.engines.draft_length import auto_summary
+    from specdeck.engines.events import DRAFTER_WORDS
+
+    lines = []
+    auto = auto_summary(rounds)
+    if auto:
+        lines.append(auto)
+    drafters = [r.proposer for r in rounds if r.proposer]
+    if len(set(drafters)) > 1:
+        lines.append("drafted by " + ", ".join(
+            f"{DRAFTER_WORDS[name]} in {plural(drafters.count(name), 'round')}"
+            for name in sorted(set(drafters))))
+    shadow = stats.exact_match_acceptance_rate
+    if sampled and shadow is not None:
+        lines.append(f"mlx-lm's exact-match rule would have kept {percent(shadow)} of the "
+                     f"same drafts (min(1, p/q) kept {percent(stats.acceptance_rate)})")
     return lines
 
 

@@ -85,23 +85,37 @@ _FIELD_CHECKS: dict[type, dict[str, Callable[[Sequence], bool]]] = {
     for cls in EVENT_TYPES.values()
 }
 _TYPE_NAMES = {cls: name for name, cls in EVENT_TYPES.items()}
+#: For each event type: the default of each field that has one (``type`` must be there).
+_DEFAULTS: dict[type, dict[str, Any]] = {
+    cls: {f.name: f.default for f in fields(cls)
+          if f.default is not MISSING and f.name != "type"}
+    for cls in EVENT_TYPES.values()
+}
 #: Times and durations: never negative, which keeps statistics free of divisions by zero.
 _DURATIONS = ("t", "seconds", "draft_seconds", "verify_seconds")
 
 
 def _columns(items: list, cls: type) -> list[tuple] | None:
     """The fast path: each field's values across ``items`` in field order, or None unless
-    every item is a complete, well-typed ``cls`` event."""
+    every item is a complete, well-typed ``cls`` event (a field that no item holds, from
+    a file written before it existed, takes its default)."""
     checks = _FIELD_CHECKS[cls]
-    if not _DICT.issuperset(map(type, items)) or not frozenset(checks).issuperset(
-        chain.from_iterable(items)
-    ):
+    if not _DICT.issuperset(map(type, items)):
         return None
+    present = set(chain.from_iterable(items))
+    if not present.issubset(checks) or any(
+        name not in present and name not in _DEFAULTS[cls] for name in checks
+    ):
+        return None  # an unknown field, or a required one missing: the row pass names it
+    names = [name for name in checks if name in present]
     try:
         # Row by row, then transposed: one visit per dict, twice as fast as a pass per field.
-        columns = list(zip(*map(itemgetter(*checks), items))) or [()] * len(checks)
-    except KeyError:  # a field left out (the row pass tells a default from a gap)
+        found = list(zip(*map(itemgetter(*names), items)))
+    except KeyError:  # a field left out of some rows (the row pass tells a default from a gap)
         return None
+    # A field no row holds (written before it existed) takes its default in every row.
+    by_name = dict(zip(names, found or [()] * len(names)))
+    columns = [by_name.get(name) or (_DEFAULTS[cls][name],) * len(items) for name in checks]
     for (name, check), column in zip(checks.items(), columns):
         if not check(column) or (name in _DURATIONS and column and min(column) < 0):
             return None
@@ -161,6 +175,11 @@ def _check_rounds(rounds: list[Round], where: Callable[[int], str]) -> None:
         ((t[:m] == d[:m] for t, d, m in zip(tokens, drafted, map(min, n, accepted))),
          lambda r: "tokens are not the accepted drafts plus one"),
     ]
+    rules.append((
+        (m is None or 0 <= m <= size for m, size in zip(column("exact_match_accepted"), k)),
+        lambda r: f"exact_match_accepted ({r.exact_match_accepted}) is outside "
+                  f"0..{len(r.drafted)}",
+    ))
     for name in ("draft_probs", "target_probs", "uniforms"):
         rules.append((
             (v is None or len(v) == size for v, size in zip(column(name), k)),

@@ -37,6 +37,17 @@ def _ints(value: str) -> list[int]:
         raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}")
 
 
+def _counts(value: str) -> list:
+    """k values: whole numbers, and ``auto`` for the draft length chosen each round."""
+    from specdeck.engines.config import parse_draft_count
+
+    try:
+        return [parse_draft_count(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated whole numbers or auto, got {value!r}")
+
+
 def _floats(value: str) -> list[float]:
     try:
         return [float(v) for v in value.split(",") if v.strip()]
@@ -58,10 +69,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--strategies", default=",".join(_default("strategies")),
                    help="comma-separated speculative strategies to sweep: draft, mtp, ngram "
                    "(default %(default)s)")
-    p.add_argument("-k", "--num-draft-tokens", type=_ints, default=_default("ks"),
-                   help=f"k values for draft (and ngram): default {_listed('ks')}")
-    p.add_argument("--depth", type=_ints, default=_default("depths"),
-                   help=f"MTP depths: default {_listed('depths')}")
+    p.add_argument("-k", "--num-draft-tokens", type=_counts, default=_default("ks"),
+                   help=f"k values for draft (and ngram), auto among them for the length "
+                   f"chosen each round: default {_listed('ks')}")
+    p.add_argument("--depth", type=_counts, default=_default("depths"),
+                   help=f"MTP depths (auto too): default {_listed('depths')}")
     p.add_argument("--ngram", type=_ints, default=_default("ngram_ns"),
                    help=f"n-gram match lengths: default {_listed('ngram_ns')}")
     p.add_argument("--temp", type=_floats, default=_default("temperatures"),

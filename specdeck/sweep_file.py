@@ -22,7 +22,8 @@ _NUMBER = (int, float)
 #: Cell fields the table, the chart and the recommendations read, with their JSON types.
 _CELL_FIELDS: dict[str, tuple[type, ...]] = {
     "prompt": (str,), "kind": (str,), "strategy": (str,), "label": (str,),
-    "temperature": _NUMBER, "k": (int, type(None)), "depth": (int, type(None)),
+    "temperature": _NUMBER, "k": (int, str, type(None)),
+    "depth": (int, str, type(None)),
     "n": (int, type(None)), "median_tokens_per_s": (*_NUMBER, type(None)),
     "speedup": (*_NUMBER, type(None)), "cv": (*_NUMBER, type(None)), "noisy": (bool,),
     "acceptance_rate": (*_NUMBER, type(None)), "mean_accepted": (*_NUMBER, type(None)),

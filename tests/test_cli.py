@@ -215,3 +215,31 @@ def test_a_draft_strategy_without_a_draft_model_is_refused_alike(tmp_path, capsy
     assert main(["sweep", "--strategies", "draft", *args]) == 2
     errors = capsys.readouterr().err.strip().splitlines()
     assert errors == ["specdeck: error: the draft strategy needs a draft model (--draft PATH)"] * 2
+
+
+def test_headless_compare_says_what_auto_chose_who_drafted_and_what_mlx_lm_would_keep(
+        tiny_family, tmp_path, capsys) -> None:
+    """Issue 18: ``-k auto`` and ``chain`` from the command line, saved as a session that
+    validates against the schema; the lines under each strategy say what auto chose,
+    which drafters drafted and, at temperature > 0, what the exact-match rule keeps."""
+    import jsonschema
+
+    from specdeck.session import SCHEMA_PATH, load_session
+
+    out = tmp_path / "auto.json"
+    code = main(["compare", "--headless", "--no-save", "--json", str(out),
+                 "--target", str(tiny_family["llama_target"]),
+                 "--draft", str(tiny_family["llama_draft"]),
+                 "--strategies", "plain,draft,chain", "-k", "auto", "--ngram", "2",
+                 "--max-tokens", "48", "--ignore-eos", "--temp", "0.8", "--warmup-tokens", "0",
+                 "--prompt", "def add(a, b):\n    return a + b\n\ndef add(a, b):"])
+    printed = capsys.readouterr().out
+    assert code == 0
+    assert printed.count("auto drafted k = 0..") == 2
+    assert "mlx-lm's exact-match rule would have kept" in printed
+    document = orjson.loads(out.read_bytes())
+    jsonschema.validate(document, orjson.loads(SCHEMA_PATH.read_bytes()))
+    assert document["config"]["settings"]["num_draft_tokens"] == "auto"
+    chain = load_session(out).traces["chain"]
+    assert {r.proposer for r in chain.rounds} >= {"ngram"}
+    assert all(r.auto_k is not None for r in chain.rounds if r.proposer == "draft")

@@ -127,6 +127,8 @@ def defined_stats(events: list) -> dict:
     by_position = [
         sum(r.accepted > i for r in drafting) / sum(len(r.drafted) > i for r in drafting)
         for i in range(width)]
+    shadowed = [r for r in drafting if r.exact_match_accepted is not None]
+    shadow_tried = sum(len(r.drafted) for r in shadowed)
     # The cost model by hand: a drafting round brings 1 + its accepted drafts, a round
     # that drafted nothing one token; each costs its time in plain steps, the plain step
     # being the run's own one-token pass, else the verify pass itself (the textbook's
@@ -159,6 +161,8 @@ def defined_stats(events: list) -> dict:
         "single_pass_seconds": per_single, "draft_step_cost": draft_cost,
         "verify_pass_cost": verify_cost, "cost_baseline": baseline,
         "textbook_speedup": textbook,
+        "exact_match_acceptance_rate": (
+            sum(r.exact_match_accepted for r in shadowed) / shadow_tried if shadow_tried else None),
     }
 
 

@@ -258,7 +258,7 @@ async def test_at_80x24_settings_scroll_and_say_what_is_wrong_help_scrolls_foote
         await pilot.pause()
         assert app.screen is settings
         assert shows(screen_text(app).splitlines(),
-                     "⚠ k (drafts per round) must be a whole number (got 'zzz')")
+                     "⚠ k (drafts per round) must be a whole number or auto (got 'zzz')")
         await pilot.press("escape")
         await pilot.pause()
 

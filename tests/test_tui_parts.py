@@ -172,8 +172,12 @@ def test_settings_form_builds_a_validated_request(tmp_path):
     assert changed.settings.num_draft_tokens == 5
     assert changed.settings.sampling.temperature == 0.7
     assert changed.strategies == ["plain", "ngram"] and changed.draft is None
-    with pytest.raises(SettingsError, match="k .drafts per round. must be a whole number"):
+    with pytest.raises(SettingsError,
+                       match="k .drafts per round. must be a whole number or auto"):
         apply_form(request, {**values, "k": "two"})
+    auto = apply_form(request, {**values, "k": "auto", "mtp_depth": "Auto"})
+    assert (auto.settings.num_draft_tokens, auto.settings.mtp_depth) == ("auto", "auto")
+    assert form_values(auto)["k"] == "auto" and apply_form(auto, form_values(auto)) == auto
     with pytest.raises(SettingsError, match="top-p"):
         apply_form(request, {**values, "top_p": "1.5"})
     with pytest.raises(SettingsError, match="at most four"):

@@ -32,7 +32,7 @@ from textual.timer import Timer
 from textual.widgets import Footer, Header
 
 from specdeck.engines.catalog import token_decoder
-from specdeck.engines.config import MAX_DRAFT_TOKENS, DecodeSettings
+from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
 from specdeck.engines.events import Done, Event, Trace
 from specdeck.engines.formatting import duration, ordinal, percent, plural
 from specdeck.engines.stats import cost_model, plain_step_seconds, speedup, spread
@@ -345,6 +345,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         await container.remove_children()
         await container.mount_all(self._new_panes())
         container.arrange_panes()
+        self.query_one(Legend).chained = "chain" in self.strategies
         for pane in self.panes:
             pane.view.show_rejected = self.show_rejected
         if self.panes:
@@ -355,7 +356,9 @@ class SpecdeckApp(LiteralNotify, App[None]):
         yield Header()
         yield FixedText(id="status", max_lines=2)
         yield PromptLine(self.source.prompt)
-        yield Legend()
+        legend = Legend()
+        legend.chained = "chain" in self.strategies
+        yield legend
         with Panes(id="panes"):
             yield from self._new_panes()
         yield RoundInspector(id="inspector", classes="-hidden")
@@ -902,7 +905,11 @@ class SpecdeckApp(LiteralNotify, App[None]):
     async def _change_drafts(self, delta: int) -> None:
         if not self._live_only():
             return
-        k = self.request.settings.num_draft_tokens + delta
+        k = self.request.settings.num_draft_tokens
+        if k == AUTO:
+            self.notify("k is auto, chosen round by round: s (settings) sets a number")
+            return
+        k += delta
         if not 1 <= k <= MAX_DRAFT_TOKENS:
             self.notify(f"k stays between 1 and {MAX_DRAFT_TOKENS}")
             return

@@ -35,7 +35,9 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "target's next token: it comes free, k + 1 tokens for one pass."),
     ("sparkline",
      "Under each pane: accepted drafts per round, one bar per round (past 512 rounds a bar "
-     "is the largest of neighbouring rounds). Tall bars are rounds the draft got right."),
+     "is the largest of neighbouring rounds). Tall bars are rounds the draft got right. "
+     "With k = auto a second one under it shows the drafts auto chose per round (0: a "
+     "plain step)."),
     ("accept",
      "Acceptance rate: accepted drafts / drafted tokens. Unchecked drafts after a "
      "rejection count as drafted: they were paid for."),
@@ -79,6 +81,19 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "Two runs of the same thing differ. One run each: plain is timed again after the "
      "others, and a speedup within their spread cannot be told from 1.00x. With repeats "
      "(settings), each strategy's median run is kept and the spread is shown."),
+    ("copied draft (chain)",
+     "In a chain pane: an accepted draft that prompt lookup copied from earlier text (the "
+     "last n tokens occurred before; what followed them then is the draft). The chain's "
+     "other accepted drafts (underlined) came from the draft model or the MTP head."),
+    ("auto k",
+     "k chosen round by round: from the survival measured so far and the measured cost of "
+     "a draft step and of each verify length, auto drafts the k with the most tokens per "
+     "unit of time, 0 when no k pays; every few rounds it tries a neighbour. The inspector "
+     "says why it chose each round's k."),
+    ("mlx-lm rule",
+     "Sampled runs (temperature > 0): what mlx-lm's exact-match rule would have kept of the "
+     "same drafts. It keeps a draft only when the target's own sample equals it (about sum "
+     "p q), where min(1, p/q) keeps sum min(p, q): both lossless, one far more generous."),
 )
 
 

@@ -22,7 +22,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from specdeck.engines.events import Round
+from specdeck.engines.draft_length import choice_words
+from specdeck.engines.events import DRAFTER_WORDS, Round
 from specdeck.engines.formatting import MISSING, plural
 from specdeck.literal import literal
 from specdeck.visible import marked
@@ -148,14 +149,25 @@ def describe_rollback(event: Round) -> str:
 
 def verdict(strategy: str, event: Round, number: int, total: int) -> str:
     """The round in two lines: where it is, what lived, the tokens this target pass
-    bought; the rollback."""
+    bought (and for ``chain``, who drafted); the rollback. Then, where they apply, what
+    mlx-lm's exact-match rule would have kept of the same drafts (temperature > 0) and
+    why ``auto`` chose the round's k."""
     drafted = len(event.drafted)
     kept = (f"{event.accepted} of {drafted} accepted" if drafted
             else "nothing drafted")
     end = f" → {event.end}" if event.end else ""
     bought = plural(len(event.tokens), "token")
-    return (f"{strategy} · round {number + 1} of {total} · {kept}{end} · {bought} this "
-            f"pass\n{describe_rollback(event)}")
+    lines = [f"{strategy} · round {number + 1} of {total} · {kept}{end} · {bought} this pass",
+             describe_rollback(event)]
+    if strategy == "chain" and event.proposer in DRAFTER_WORDS:
+        lines[0] += f" · drafted by {DRAFTER_WORDS[event.proposer]}"
+    if event.uniforms is not None and event.exact_match_accepted is not None:
+        lines.append(f"mlx-lm's rule would have kept {event.exact_match_accepted} of "
+                     f"{drafted} here (the target's own sample must equal the draft)")
+    chose = choice_words(event)
+    if chose:
+        lines.append(chose)
+    return "\n".join(lines)
 
 
 #: Below this many columns the table uses its short words.

@@ -7,7 +7,9 @@ A click on it opens the glossary (what each kind means), as ``w`` does.
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
+from textual.reactive import reactive
 from textual.widget import Widget
 
 from specdeck.tui.token_view import KINDS
@@ -19,6 +21,7 @@ LABELS = {
     "rejected": "rejected draft",
     "correction": "correction",
     "bonus": "bonus",
+    "copied": "copied draft (chain: prompt lookup)",
 }
 
 
@@ -28,18 +31,29 @@ class Legend(Widget):
     COMPONENT_CLASSES = {f"token--{kind}" for kind in KINDS}
 
     DEFAULT_CSS = """
-    Legend { height: 1; }
+    Legend { height: auto; }
     """
 
     #: Said after the samples when the line has room.
     HINT = "w or click: glossary"
 
+    #: Whether a ``chain`` pane is shown: only then is a draft ``copied``.
+    chained: reactive[bool] = reactive(False, layout=True)
+
     def render(self) -> Text:
         text = Text("tokens: ")
+        used = text.cell_len  # cells on the last line
         for kind in KINDS:
-            text.append(LABELS[kind], self.get_component_rich_style(f"token--{kind}", partial=True))
+            if kind == "copied" and not self.chained:
+                continue
+            label = LABELS[kind]
+            if used + cell_len(label) > self.size.width and used > len("tokens: "):
+                text.append("\n" + " " * len("tokens: "))  # a line more, never cut off
+                used = len("tokens: ")
+            text.append(label, self.get_component_rich_style(f"token--{kind}", partial=True))
             text.append("  ")
-        if text.cell_len + len(self.HINT) <= self.size.width:
+            used += cell_len(label) + 2
+        if used + len(self.HINT) <= self.size.width:
             text.append(self.HINT, "dim")
         return text
 

@@ -40,7 +40,8 @@ def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
     if settings is None:
         return ""
     return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
-            "ngram": f"n={settings.ngram_n}"}.get(strategy, "")
+            "ngram": f"n={settings.ngram_n}",
+            "chain": f"n={settings.ngram_n} k={settings.num_draft_tokens}"}.get(strategy, "")
 
 
 def pane_id(strategy: str) -> str:
@@ -193,7 +194,7 @@ class StrategyPane(Vertical, can_focus=True):
         self.strip.add(new)
         for event in new:
             if isinstance(event, Round):
-                view.append(round_tokens(event), self.rounds_shown)
+                view.append(round_tokens(event, self.strategy == "chain"), self.rounds_shown)
                 self.rounds_shown += 1
             elif isinstance(event, Done):
                 if event.tail:

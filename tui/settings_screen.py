@@ -16,7 +16,7 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Footer, Input, Label, Select, Static, TextArea
 
-from specdeck.engines.config import field_default
+from specdeck.engines.config import field_default, parse_draft_count
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.families import member_of
 from specdeck.engines.requests import CompareRequest, GroupSpec
@@ -28,8 +28,8 @@ from specdeck.visible import pictured
 
 #: Form fields: (id, label, how to read it).
 NUMBERS = (
-    ("k", "k (drafts per round)", int),
-    ("mtp_depth", "MTP depth", int),
+    ("k", "k (drafts per round)", parse_draft_count),
+    ("mtp_depth", "MTP depth", parse_draft_count),
     ("ngram_n", "n-gram n", int),
     ("temperature", "temperature", float),
     ("top_p", "top-p", float),
@@ -103,7 +103,7 @@ def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareReques
         try:
             numbers[key] = kind(values[key].strip())
         except ValueError:
-            noun = "a whole number" if kind is int else "a number"
+            noun = {int: "a whole number", float: "a number"}.get(kind, "a whole number or auto")
             raise SettingsError(f"{label} must be {noun} (got {values[key]!r})") from None
     settings = replace(
         request.settings,

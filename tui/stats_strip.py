@@ -35,8 +35,8 @@ SEPARATOR = " · "
 
 
 class RoundSeries:
-    """Accepted drafts per round for the sparkline, halved (the larger of each pair)
-    whenever it outgrows ``SPARKLINE_POINTS``."""
+    """A number per round for a sparkline (accepted drafts; the drafts ``auto`` chose),
+    halved (the larger of each pair) whenever it outgrows ``SPARKLINE_POINTS``."""
 
     def __init__(self, limit: int = SPARKLINE_POINTS) -> None:
         self.limit = limit
@@ -81,9 +81,13 @@ def _figure(text: str, widest: str, breakable: bool = False) -> Figure:
 
 
 def stats_figures(stats: Stats, baseline_tokens_per_s: float | None, is_baseline: bool,
-                  memory_estimate: int | None = None) -> list[Figure]:
+                  memory_estimate: int | None = None, *, sampled: bool = False,
+                  auto_k: int | None = None) -> list[Figure]:
     """What a pane's strip says, most important first: speed, speedup and acceptance
-    come first, so the first line (all a short pane has room for) holds them."""
+    come first, so the first line (all a short pane has room for) holds them. A
+    ``sampled`` run (temperature > 0) shows beside its acceptance what mlx-lm's
+    exact-match rule would have kept of the same drafts; an ``auto`` one the k it chose
+    last."""
     ratio = speedup(stats.tokens_per_s, baseline_tokens_per_s)
     versus = "baseline" if is_baseline else (MISSING if ratio is None else f"{times(ratio)} plain")
     figures = [_figure(rate(stats.tokens_per_s), "9999.9 tok/s"),
@@ -92,14 +96,20 @@ def stats_figures(stats: Stats, baseline_tokens_per_s: float | None, is_baseline
         positions = stats.acceptance_by_position
         by_position = " ".join(f"{p * 100:.0f}" for p in positions)
         mean = MISSING if stats.mean_accepted is None else f"{stats.mean_accepted:.2f}"
+        figures.append(_figure(f"accept {percent(stats.acceptance_rate)}", "accept 100%"))
+        if sampled and stats.exact_match_acceptance_rate is not None:
+            figures.append(_figure(
+                f"mlx-lm rule {percent(stats.exact_match_acceptance_rate)}",
+                "mlx-lm rule 100%"))
         figures += [
-            _figure(f"accept {percent(stats.acceptance_rate)}", "accept 100%"),
             _figure(f"mean len {mean}", "mean len 16.00"),
             _figure(f"by pos {by_position} %", "by pos " + "100 " * len(positions) + "%",
                     breakable=True),
         ]
     else:
         figures.append(_figure("no drafts", ""))
+    if auto_k is not None:
+        figures.append(_figure(f"auto k {auto_k}", "auto k 16"))
     figures += [
         _figure(f"ttft {duration(stats.ttft_seconds)}", "ttft 999 ms"),
         # The measured peak next to the estimate made before loading, when there is one.
@@ -156,7 +166,8 @@ class StatsStrip(Vertical):
     numbers (as often as they can be read). ``fit`` gives it the pane's room: its lines
     adapt to the width (every figure at 36 columns and more), and a short pane keeps the
     first lines (speed, speedup, acceptance) and leaves the text at least
-    ``MIN_TEXT_LINES``; the sparkline goes first."""
+    ``MIN_TEXT_LINES``; the sparklines go first (accepted drafts per round, and under it,
+    for ``auto``, the drafts chosen per round)."""
 
     DEFAULT_CSS = """
     StatsStrip { height: auto; }
@@ -185,6 +196,10 @@ class StatsStrip(Vertical):
         sparkline = Sparkline([], classes="stats-sparkline")
         sparkline.tooltip = "accepted drafts per round"
         yield sparkline
+        chosen = Sparkline([], classes="stats-k-sparkline")
+        chosen.tooltip = "drafts auto chose per round (0: a plain step)"
+        chosen.display = False
+        yield chosen
 
     @property
     def stats(self) -> Stats:
@@ -200,12 +215,21 @@ class StatsStrip(Vertical):
         """Forget every event (the pane shows none again)."""
         self._accumulator = StatsAccumulator()
         self._series = RoundSeries()
+        #: The drafts ``auto`` chose per round, and the last (None: not an auto run).
+        self._chosen = RoundSeries()
+        self._auto_k: int | None = None
+        #: Whether a round drew uniforms (temperature > 0): the acceptance rules differ.
+        self._sampled = False
 
     def add(self, events: Iterable[Event]) -> None:
         for event in events:
             self._accumulator.add(event)
             if isinstance(event, Round):
                 self._series.add(float(event.accepted))
+                self._sampled = self._sampled or event.uniforms is not None
+                if event.auto_k is not None:
+                    self._auto_k = event.auto_k
+                    self._chosen.add(float(event.auto_k))
 
     def fit(self, width: int, room: int) -> None:
         """The pane's inner ``width`` and height (``room``) changed: lay the lines out
@@ -226,9 +250,12 @@ class StatsStrip(Vertical):
              memory_estimate: int | None = None) -> Stats:
         stats = self.stats
         self._figures = stats_figures(stats, baseline_tokens_per_s, self.is_baseline,
-                                      memory_estimate)
+                                      memory_estimate, sampled=self._sampled,
+                                      auto_k=self._auto_k)
         self._draw()
-        self.query_one(Sparkline).data = self._series.points
+        self.query_one(".stats-sparkline", Sparkline).data = self._series.points
+        if self._auto_k is not None:
+            self.query_one(".stats-k-sparkline", Sparkline).data = self._chosen.points
         return stats
 
     def _draw(self) -> None:
@@ -240,11 +267,14 @@ class StatsStrip(Vertical):
             self.needed = len(pack_figures(self._figures, self._width))
             wanted = max(self.needed, self._floor)
             spark = self._room >= wanted + 1 + MIN_TEXT_LINES
+            # Under it, the drafts auto chose, where there is room for a second one.
+            chosen = self._auto_k is not None and self._room >= wanted + 2 + MIN_TEXT_LINES
             self._max_lines = wanted if spark else max(1, min(wanted,
                                                              self._room - MIN_TEXT_LINES))
             if self._height != self._max_lines:  # a new height lays out the screen
                 self._height = self._max_lines
                 self.query_one(FixedText).styles.height = self._max_lines
-            self.query_one(Sparkline).display = spark
+            self.query_one(".stats-sparkline", Sparkline).display = spark
+            self.query_one(".stats-k-sparkline", Sparkline).display = chosen
         self.query_one(FixedText).text = "\n".join(
             pack_figures(self._figures, self._width, self._max_lines))

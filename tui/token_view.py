@@ -26,8 +26,10 @@ from textual.widget import Widget
 from specdeck.engines.events import Round
 from specdeck.visible import printable
 
-#: Token kinds, in legend order. ``target``: plain decoding's own token.
-KINDS = ("target", "accepted", "rejected", "correction", "bonus")
+#: Token kinds, in legend order. ``target``: plain decoding's own token. ``copied``: in a
+#: ``chain`` pane, an accepted draft that prompt lookup proposed (``accepted`` there is one
+#: the draft model or the MTP head proposed).
+KINDS = ("target", "accepted", "rejected", "correction", "bonus", "copied")
 #: The round of a token appended without one (the text a run's end still held).
 NO_ROUND = -1
 #: A newline inside a rejected draft: shown, never a line break (the text that was kept
@@ -37,11 +39,13 @@ REJECTED_NEWLINE = "⏎"
 JUMP_SCROLL_LINES = 8
 
 
-def round_tokens(event: Round) -> list[tuple[str, str]]:
-    """The (text, kind) pieces a round adds to a pane, rejected drafts where proposed."""
+def round_tokens(event: Round, by_proposer: bool = False) -> list[tuple[str, str]]:
+    """The (text, kind) pieces a round adds to a pane, rejected drafts where proposed;
+    ``by_proposer`` (a ``chain`` pane): drafts copied by prompt lookup are ``copied``."""
+    drafted = "copied" if by_proposer and event.proposer == "ngram" else "accepted"
     pieces = []
     for i, piece in enumerate(event.pieces):
-        pieces.append((piece, "accepted" if i < event.accepted else (event.end or "target")))
+        pieces.append((piece, drafted if i < event.accepted else (event.end or "target")))
     rejected = [(p, "rejected") for p in event.rejected_pieces]
     # Rejected drafts were proposed after the accepted prefix, before the correction.
     return pieces[: event.accepted] + rejected + pieces[event.accepted :]

@@ -1,0 +1,77 @@
+"""``auto`` against every fixed k, side by side in one sweep (issue 18, item 1).
+
+The demo family, temperature 0, ``draft`` at k = 1, 2, 4, 8, 16 and auto against plain,
+on the built-in code and prose prompts and on two prompts that are not in ``prompts/``
+(held out: the controller was never tuned on them). Per prompt it prints the best fixed
+k, auto's speedup over plain, auto over the best fixed k (the goal: within 5 %), and,
+where every fixed k loses to plain, whether auto stays within the noise of plain (the
+larger of plain's and auto's robust CV).
+
+    python bench/auto_k.py --reps 5 --max-tokens 128
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from demo_sweep import sweep_cells  # noqa: E402
+
+#: Prompts not in ``prompts/``: code of two other shapes.
+HELD_OUT = {
+    "config": 'import json\n\n\ndef load_config(path):\n    """Read a JSON config file and '
+              'fill in the defaults."""\n    with open(path) as handle:\n        config = '
+              'json.load(handle)\n    config.setdefault("name", "untitled")\n    config.'
+              'setdefault("retries", 3)\n    return config\n\n\ndef save_config(path, '
+              'config):\n    """Write a config back to disk."""\n',
+    "stack": "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push("
+             "self, item):\n        self.items.append(item)\n\n    def pop(self):\n",
+}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    args = ap.parse_args()
+
+    from specdeck.engines.config import AUTO
+    from specdeck.engines.demo import require_demo_models
+    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.prompts import get_prompt
+
+    demo = require_demo_models()
+    prompts = [SweepPrompt(key, get_prompt(key).text, key) for key in ("code", "prose")]
+    prompts += [SweepPrompt(name, text, name) for name, text in HELD_OUT.items()]
+    cells = sweep_cells(SweepRequest(
+        target=demo.target, draft=demo.draft, prompts=prompts, strategies=["draft"],
+        ks=[1, 2, 4, 8, 16, AUTO], reps=args.reps, max_tokens=args.max_tokens))
+    print(f"{'prompt':<7} {'plain tok/s':>11} {'best fixed':>16} {'auto':>14} "
+          f"{'auto/best':>9}  where every k loses")
+    for prompt in prompts:
+        mine = [c for c in cells if c["prompt"] == prompt.name]
+        plain = next(c for c in mine if c["strategy"] == "plain")
+        fixed = [c for c in mine if c["strategy"] == "draft" and c["k"] != AUTO]
+        auto = next(c for c in mine if c["k"] == AUTO)
+        best = max(fixed, key=lambda c: c["speedup"])
+        loses = ""
+        if best["speedup"] < 1.0:
+            noise = max(plain["cv"], auto["cv"])
+            verdict = "within" if auto["speedup"] >= 1.0 - noise else "OUTSIDE"
+            loses = f"auto {auto['speedup']:.2f}x, {verdict} the noise (CV {noise:.3f})"
+        best_label = f"k={best['k']} {best['speedup']:.2f}x"
+        print(f"{prompt.name:<7} {plain['median_tokens_per_s']:>11.1f} {best_label:>16} "
+              f"{auto['speedup']:>13.2f}x {auto['speedup'] / best['speedup']:>9.2f}  {loses}")
+    if not all(c["correct"] is not False for c in cells):
+        print("an output differs from plain decoding")
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,220 @@
+"""How many tokens to draft each round: a fixed k, or ``auto``, chosen round by round.
+
+``auto`` keeps, per draft position, how often a draft there survived once every draft
+before it had, and the measured seconds of a draft step, of a one-token pass and of a
+verify pass of each length it has run. Before each round it asks ``engines.cost_model``
+what every k from 0 to its most would give, ``E(k) / C(k)`` tokens per one-token pass,
+and picks the best: 0 (a plain step) when no k pays for itself. Positions and lengths it
+has not tried are priced from what it has (the acceptance pooled over positions; the
+cost model's straight line through the nearest length measured). Every eighth round it
+tries a neighbour of the best k instead (one more draft, one fewer), and every 32nd the
+best drafting k while it stands at 0, so that a prediction which went wrong can recover.
+The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
+then prose) and so does what pays. Costs are medians of the last few rounds of each
+kind, which one slow round on a busy machine barely moves; the first round, run cold,
+is left out of them.
+
+A choice is made while the previous round's drafts compute, from the rounds before
+that: it costs the loop no time, and is one round late.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol
+
+from specdeck.engines.config import AUTO, DecodeSettings
+from specdeck.engines.cost_model import CostModel
+from specdeck.engines.events import Round
+from specdeck.engines.formatting import times
+from specdeck.engines.stats import median
+
+#: Rounds over which the acceptance counts fade (an exponential window).
+WINDOW = 32
+#: Costs are the median of this many recent measurements of each kind.
+RECENT = 15
+#: Every this many rounds one explores a neighbour of the best k; while the best is a
+#: plain step, a try at drafting costs more than a neighbour does, so less often.
+EXPLORE_EVERY = 8
+EXPLORE_IDLE = 32
+#: The k tried first, once a one-token pass has been timed and before any verify pass.
+START = 2
+#: How many observations' worth the pooled acceptance weighs in at each position.
+PRIOR_WEIGHT = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class LengthChoice:
+    """How many drafts a round asks for and, for ``auto``, why."""
+
+    k: int
+    #: ``E(k)``: the tokens the choice expects from the round, and ``C(k)``: what the
+    #: round costs, in one-token passes (None: a fixed k, or nothing measured yet).
+    tokens: float | None = None
+    cost: float | None = None
+    #: A neighbour of the best k, tried to keep the measurements fresh.
+    explored: bool = False
+
+
+class DraftLength(Protocol):
+    """Chooses the drafts of the next round and learns from each round run."""
+
+    def choose(self) -> LengthChoice: ...
+
+    def observe(self, event: Round) -> None: ...
+
+
+class FixedLength:
+    """The same k every round."""
+
+    def __init__(self, k: int) -> None:
+        self.choice = LengthChoice(k)
+
+    def choose(self) -> LengthChoice:
+        return self.choice
+
+    def observe(self, event: Round) -> None:
+        pass
+
+
+class RecentMedian:
+    """The median of the last ``RECENT`` values: one slow round (another process took
+    the CPU, a buffer was allocated) barely moves it, and it follows a lasting change
+    within a few rounds."""
+
+    __slots__ = ("values", "value")
+
+    def __init__(self) -> None:
+        self.values: deque[float] = deque(maxlen=RECENT)
+        self.value = 0.0
+
+    def add(self, x: float) -> None:
+        self.values.append(x)
+        self.value = median(list(self.values))
+
+    @property
+    def count(self) -> int:
+        return len(self.values)
+
+
+class AdaptiveLength:
+    """``auto``: each round's k from the acceptance and costs measured so far."""
+
+    def __init__(self, most: int) -> None:
+        self.most = most
+        #: Per position: faded counts of drafting rounds that reached it (every draft
+        #: before it accepted) and of those that kept it.
+        self.reached = [0.0] * most
+        self.kept = [0.0] * most
+        self.one_token = RecentMedian()
+        self.draft_step = RecentMedian()
+        #: Verify pass seconds by drafts verified (1..most).
+        self.verify: dict[int, RecentMedian] = {}
+        self.rounds = self.explored_at = self.explorations = 0
+
+    def observe(self, event: Round) -> None:
+        fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
+        self.reached = [n * fade for n in self.reached]
+        self.kept = [n * fade for n in self.kept]
+        drafted = len(event.drafted)
+        if not drafted:
+            if event.index:  # the first round runs cold: its time says little
+                self.one_token.add(event.seconds)
+            return
+        for i in range(min(event.accepted + 1, drafted, self.most)):
+            self.reached[i] += 1.0
+            if i < event.accepted:
+                self.kept[i] += 1.0
+        if event.index:
+            self.draft_step.add(event.draft_seconds / drafted)
+            self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
+
+    def survival(self) -> list[float]:
+        """``s_i`` for i = 1..most: the product of each position's conditional
+        acceptance, drawn towards the acceptance pooled over positions where a position
+        was reached rarely (the pooled one alone where never)."""
+        pooled = (sum(self.kept) + 1.0) / (sum(self.reached) + 2.0)
+        survival, alive = [], 1.0
+        for reached, kept in zip(self.reached, self.kept):
+            alive *= (kept + PRIOR_WEIGHT * pooled) / (reached + PRIOR_WEIGHT)
+            survival.append(alive)
+        return survival
+
+    def models(self) -> dict[int, CostModel]:
+        """A cost model per verify length measured, priced in one-token passes."""
+        survival = self.survival()
+        return {
+            drafts: CostModel.measured(
+                survival, drafts, self.draft_step.value, mean.value, self.one_token.value,
+                "one-token passes",
+            )
+            for drafts, mean in self.verify.items()
+        }
+
+    def predictions(self) -> list[tuple[float, float]]:
+        """``(E(k), C(k))`` for k = 0..most, in one-token passes; each k priced by the
+        model of the verify length measured nearest to it."""
+        models = self.models()
+        measured = sorted(models)
+        out = [(1.0, 1.0)]
+        for k in range(1, self.most + 1):
+            model = models[min(measured, key=lambda n: (abs(n - k), n))]
+            out.append((model.expected_tokens(k), model.round_cost(k)))
+        return out
+
+    def choose(self) -> LengthChoice:
+        self.rounds += 1
+        if not self.one_token.count:
+            return LengthChoice(0)  # time a plain step first
+        if not self.verify:
+            return LengthChoice(min(START, self.most))
+        predicted = self.predictions()
+        speed = [tokens / cost for tokens, cost in predicted]
+        best = max(range(len(speed)), key=lambda k: (speed[k], -k))
+        k, explored = best, self.rounds - self.explored_at >= (
+            EXPLORE_EVERY if best else EXPLORE_IDLE)
+        if explored:
+            self.explored_at, self.explorations = self.rounds, self.explorations + 1
+            if best == 0:
+                k = max(range(1, len(speed)), key=lambda k: (speed[k], -k))
+            else:
+                up = self.explorations % 2 == 1 and best < self.most
+                k = best + 1 if up else best - 1
+        tokens, cost = predicted[k]
+        return LengthChoice(k, tokens, cost, explored)
+
+
+def draft_length(settings: DecodeSettings, drafter: str) -> DraftLength:
+    """The policy a drafter (``draft``, ``mtp``, ``ngram``) runs under."""
+    count = settings.draft_count(drafter)
+    return AdaptiveLength(settings.max_drafts(drafter)) if count == AUTO else FixedLength(count)
+
+
+def choice_words(event: Round) -> str | None:
+    """Why ``auto`` drafted what it did in ``event``, in a sentence; None for a fixed k."""
+    if event.auto_k is None:
+        return None
+    drafts = f"{event.auto_k} draft{'' if event.auto_k == 1 else 's'}"
+    if event.auto_tokens is None or event.auto_cost is None:
+        first = "it times a plain step first" if event.auto_k == 0 else "a first try"
+        return f"auto chose {drafts}: nothing measured yet, so {first}"
+    explored = "; exploring a neighbour of the best k" if event.auto_explored else ""
+    if event.auto_k == 0:
+        return f"auto chose a plain step: no k was predicted to pay for its cost{explored}"
+    gain = event.auto_tokens / event.auto_cost
+    return (f"auto chose {drafts}: expects {event.auto_tokens:.2f} tokens for "
+            f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){explored}")
+
+
+def auto_summary(rounds: list[Round]) -> str | None:
+    """What ``auto`` chose over a run, in a line; None when no round ran under it."""
+    chosen = [r.auto_k for r in rounds if r.auto_k is not None]
+    if not chosen:
+        return None
+    counts = {k: chosen.count(k) for k in sorted(set(chosen))}
+    usual = max(counts, key=lambda k: (counts[k], -k))
+    plain = counts.get(0, 0) / len(chosen)
+    explored = sum(r.auto_explored for r in rounds)
+    return (f"auto drafted k = {min(counts)}..{max(counts)}, mostly {usual}; plain steps in "
+            f"{plain:.0%} of rounds; {explored} exploring round{'' if explored == 1 else 's'}")

@@ -1,0 +1,146 @@
+"""The ``chain`` strategy (issue 18, item 3): prompt lookup where the text offers a match,
+the draft model (or the MTP head) elsewhere; lossless, and each round names its drafter."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specdeck.engines.compare import load_models
+from specdeck.engines.config import DecodeSettings, Sampling
+from specdeck.engines.errors import ModelError, SettingsError
+from specdeck.engines.events import Trace
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.mtp import load_mtp
+from specdeck.engines.requests import CompareRequest
+from specdeck.engines.strategies import Models, run_strategy
+from lossless import lossless_pvalues
+
+#: Copyable: the prompt ends inside a passage it already holds.
+COPY = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef add(a, b):"
+#: Nothing to copy at the start: no token sequence of the prompt repeats.
+FRESH = "Tell me why"
+N = 2
+
+
+@pytest.fixture(scope="module")
+def store() -> ModelStore:
+    return ModelStore()
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_family, store) -> Models:
+    return Models(store.get(str(tiny_family["llama_target"])),
+                  store.get(str(tiny_family["llama_draft"])))
+
+
+def run(name: str, models: Models, prompt: str, settings: DecodeSettings) -> tuple[Trace, list]:
+    ids = models.target.tokenizer.encode(prompt)
+    return Trace(name, list(run_strategy(name, models, ids, settings))), ids
+
+
+def greedy(**kw) -> DecodeSettings:
+    kw.setdefault("max_tokens", 48)
+    return DecodeSettings(stop_at_eos=False, ngram_n=N, **kw)
+
+
+def latest_match(history: list[int], n: int) -> int | None:
+    """Where the tokens after the latest earlier occurrence of the last ``n`` start, by
+    brute force (independent of ``PromptLookup``'s index)."""
+    tail = history[-n:]
+    for start in range(len(history) - n - 1, -1, -1):
+        if history[start:start + n] == tail:
+            return start + n
+    return None
+
+
+def check_proposers(trace: Trace, prompt: list[int], fallback: str) -> None:
+    """Each round's drafter is the one the rule names: lookup where the text so far holds
+    a match (its drafts copied from there), ``fallback`` elsewhere."""
+    history = list(prompt)
+    for r in trace.rounds:
+        start = latest_match(history, N)
+        if not r.drafted:  # only ``auto`` choosing a plain step, or MTP's first round
+            assert r.proposer is None and (r.auto_k == 0 or r.index == 0), r.index
+        elif start is None:
+            assert r.proposer == fallback, r.index
+        else:
+            assert r.proposer == "ngram", r.index
+            assert r.drafted == history[start:start + len(r.drafted)], r.index
+        history += r.tokens
+
+
+@pytest.mark.parametrize("prompt", [COPY, FRESH])
+def test_chain_equals_plain_at_temperature_zero(pair, prompt) -> None:
+    plain, _ = run("plain", pair, prompt, greedy())
+    for k in (1, 3):
+        trace, ids = run("chain", pair, prompt, greedy(num_draft_tokens=k, ngram_k=k + 2))
+        assert trace.tokens == plain.tokens, k
+        check_proposers(trace, ids, "draft")
+        assert {r.proposer for r in trace.rounds if r.drafted} >= {"draft"}
+
+
+def test_copyable_text_is_drafted_by_lookup_and_the_rest_by_the_model(pair) -> None:
+    copy, ids = run("chain", pair, COPY, greedy())
+    assert copy.rounds[0].proposer == "ngram"
+    assert copy.rounds[0].drafted == ids[ids.index(ids[-N]) + N:][:4]
+    fresh, _ = run("chain", pair, FRESH, greedy())
+    assert fresh.rounds[0].proposer == "draft"
+    assert {r.proposer for r in copy.rounds} >= {"ngram", "draft"}
+
+
+def test_chain_falls_back_on_the_mtp_head_without_a_draft_model(tiny_family, store) -> None:
+    target = store.get(str(tiny_family["mtp_target"]))
+    models = Models(target, mtp=load_mtp(target))
+    for prompt in (COPY, FRESH):
+        plain, _ = run("plain", models, prompt, greedy())
+        trace, ids = run("chain", models, prompt, greedy(mtp_depth=2))
+        assert trace.tokens == plain.tokens
+        check_proposers(trace, ids, "mtp")
+    assert "mtp" in {r.proposer for r in trace.rounds}
+
+
+def test_chain_with_auto_lengths_equals_plain(pair) -> None:
+    plain, _ = run("plain", pair, COPY, greedy(max_tokens=80))
+    trace, ids = run("chain", pair, COPY, greedy(max_tokens=80, num_draft_tokens="auto",
+                                                 ngram_k="auto"))
+    assert trace.tokens == plain.tokens
+    check_proposers(trace, ids, "draft")
+
+
+def test_what_chain_loads(tiny_family, store) -> None:
+    draft = load_models(CompareRequest(
+        target=str(tiny_family["mtp_target"]), draft=str(tiny_family["hybrid_draft"]),
+        strategies=["plain", "chain"], prompt="x"), store)
+    assert draft.draft is not None and draft.mtp is None
+    head = load_models(CompareRequest(
+        target=str(tiny_family["mtp_target"]), strategies=["chain"], prompt="x"), store)
+    assert head.draft is None and head.mtp is not None
+    with pytest.raises(ModelError, match="no MTP head"):
+        load_models(CompareRequest(target=str(tiny_family["llama_target"]),
+                                   strategies=["chain"], prompt="x"), store)
+    with pytest.raises(SettingsError, match="chain strategy needs a draft model"):
+        run_strategy("chain", Models(store.get(str(tiny_family["llama_target"]))), [1, 2, 3],
+                     greedy()).send(None)
+
+
+SAMPLING = Sampling(temperature=0.9, top_k=30)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("prompt", [COPY, FRESH])
+def test_chain_sampling_keeps_the_targets_distribution(pair, prompt) -> None:
+    """From a copied round (COPY) and from a drafted one (FRESH)."""
+    ids = pair.target.tokenizer.encode(prompt)
+    settings = DecodeSettings(max_tokens=2, stop_at_eos=False, ngram_n=N, num_draft_tokens=2,
+                              sampling=SAMPLING)
+
+    def tokens(seed: int) -> list[int]:
+        s = replace(settings, sampling=replace(SAMPLING, seed=seed))
+        return Trace("chain", list(run_strategy("chain", pair, ids, s))).tokens
+
+    first = Trace("chain", list(run_strategy("chain", pair, ids, settings))).rounds[0]
+    assert first.proposer == ("ngram" if prompt == COPY else "draft")
+    p_first, p_second = lossless_pvalues(tokens, pair.target.model, ids, SAMPLING, 1500)
+    assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)

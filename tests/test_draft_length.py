@@ -1,0 +1,310 @@
+"""``auto`` draft lengths (issue 18, item 1): the controller's choices on synthetic rounds,
+and losslessness whatever sequence of k a run goes through (0 included)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from specdeck.engines import draft, mtp, ngram
+from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
+from specdeck.engines.cost_model import CostModel
+from specdeck.engines.draft_length import (
+    EXPLORE_EVERY, EXPLORE_IDLE, AdaptiveLength, FixedLength, LengthChoice, choice_words, draft_length,
+)
+from specdeck.engines.errors import SettingsError
+from specdeck.engines.events import Round, Trace
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.mtp import load_mtp
+from specdeck.engines.stats import compute_stats
+from specdeck.engines.strategies import Models, run_strategy
+from lossless import lossless_pvalues
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return"
+TOKENS = 40
+
+
+def synthetic(drafted: int, accepted: int, *, draft_step: float, verify: float,
+              index: int = 1) -> Round:
+    """A round of ``drafted`` drafts (``accepted`` kept) taking ``draft_step`` seconds per
+    draft and ``verify`` seconds to verify (not the first of its run, which runs cold)."""
+    tokens = list(range(accepted + 1))
+    return Round(index=index, drafted=list(range(drafted)), accepted=accepted, tokens=tokens,
+                 end="target", pieces=[""] * len(tokens),
+                 rejected_pieces=[""] * (drafted - accepted),
+                 draft_seconds=draft_step * drafted if drafted else 0.0,
+                 verify_seconds=verify, t=0.0)
+
+
+def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
+         rounds: int = 64) -> list[LengthChoice]:
+    """Run ``policy`` on rounds where each draft survives with probability ``accept``
+    (deterministically: the expected survivors, rounded) and a verify pass of n tokens
+    costs ``pass_cost(n)`` seconds; a plain step costs one."""
+    choices = []
+    for i in range(rounds):
+        choice = policy.choose()
+        choices.append(choice)
+        k = choice.k
+        if not k:
+            policy.observe(synthetic(0, 0, draft_step=0, verify=1.0, index=i + 1))
+            continue
+        # Alternate the outcome so that the survival rate at position 1 is ``accept``.
+        kept = k if (i * accept) % 1 + accept >= 1 else 0
+        policy.observe(synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1),
+                                 index=i + 1))
+    return choices
+
+
+def settled(choices: list[LengthChoice]) -> list[int]:
+    """The k of the choices made after the start, explorations left out."""
+    return [c.k for c in choices[16:] if not c.explored]
+
+
+def test_a_first_plain_step_then_a_first_try() -> None:
+    policy = AdaptiveLength(8)
+    assert policy.choose() == LengthChoice(0)
+    policy.observe(synthetic(0, 0, draft_step=0, verify=50.0, index=0))  # cold: not timed
+    assert policy.choose() == LengthChoice(0)
+    policy.observe(synthetic(0, 0, draft_step=0, verify=1.0))
+    assert policy.choose().k == 2 and policy.choose().tokens is None
+    assert policy.one_token.value == 1.0
+
+
+def test_one_slow_round_barely_moves_the_costs() -> None:
+    policy = AdaptiveLength(4)
+    for i, seconds in enumerate([1.0, 1.1, 0.9, 30.0, 1.0], 1):
+        policy.observe(synthetic(0, 0, draft_step=0, verify=seconds, index=i))
+    assert policy.one_token.value == 1.0
+
+
+def test_cheap_right_drafts_go_long_and_useless_ones_go_plain() -> None:
+    line = lambda n: 1.0 + 0.02 * (n - 1)  # noqa: E731 (a verify pass almost free)
+    good = feed(AdaptiveLength(8), 1.0, draft_step=0.05, pass_cost=line)
+    assert set(settled(good)) == {8}
+    bad = feed(AdaptiveLength(8), 0.0, draft_step=0.4, pass_cost=line)
+    assert set(settled(bad)) == {0}
+
+
+def test_explores_a_neighbour_every_few_rounds_and_recovers() -> None:
+    line = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731
+    policy = AdaptiveLength(8)
+    bad = feed(policy, 0.0, draft_step=0.3, pass_cost=line, rounds=144)
+    explored = [c for c in bad[16:] if c.explored]
+    assert explored and all(c.k >= 1 for c in explored)
+    assert len(explored) == pytest.approx(len(bad[16:]) / EXPLORE_IDLE, abs=1)
+    # The text turns copyable: the drafts start surviving, and the exploration sees it.
+    recovered = feed(policy, 1.0, draft_step=0.3, pass_cost=line, rounds=96)
+    assert settled(recovered)[-8:] == [max(settled(recovered))] * 8
+    assert max(settled(recovered)) >= 4
+
+
+def test_the_choice_is_the_cost_models_best_k() -> None:
+    """With every length measured, ``auto`` settles where ``engines.cost_model`` puts the
+    best k for the same survival and costs (no second arithmetic)."""
+    pass_cost = lambda n: 1.0 + 0.25 * (n - 1)  # noqa: E731
+    policy = AdaptiveLength(6)
+    for k in range(7):  # every length, and plain steps, timed alike
+        for i in range(40):
+            policy.observe(synthetic(k, min(k, i % 3), draft_step=0.1, verify=pass_cost(k + 1))
+                           if k else synthetic(0, 0, draft_step=0, verify=1.0))
+    policy.rounds = 1  # not an exploring round
+    choice = policy.choose()
+    model = CostModel.measured(policy.survival(), 6, 0.1, pass_cost(7), 1.0, "one-token passes")
+    assert not choice.explored and choice.k == model.best_k()
+    assert choice.tokens / choice.cost == pytest.approx(model.predicted(choice.k))
+
+
+def test_fixed_and_auto_settings() -> None:
+    assert parse_draft_count(" Auto ") == AUTO and parse_draft_count("3") == 3
+    with pytest.raises(ValueError):
+        parse_draft_count("lots")
+    settings = DecodeSettings(num_draft_tokens=AUTO, mtp_depth=AUTO, ngram_k=AUTO)
+    settings.validate()
+    assert (settings.max_drafts("draft"), settings.max_drafts("mtp")) == (16, 8)
+    assert isinstance(draft_length(settings, "draft"), AdaptiveLength)
+    assert isinstance(draft_length(DecodeSettings(), "draft"), FixedLength)
+    assert DecodeSettings.from_dict(settings.to_dict()) == settings
+    assert DecodeSettings.from_dict({"num_draft_tokens": "many"}) is None
+    with pytest.raises(SettingsError, match="or auto"):
+        DecodeSettings(num_draft_tokens="many").validate()
+
+
+def test_the_command_lines_take_auto(tiny_family) -> None:
+    from specdeck.cli import build_parser
+
+    parser = build_parser()
+    args = parser.parse_args(["compare", "--prompt", "x", "-k", "auto", "--depth", "auto",
+                              "--ngram-k", "3"])
+    assert (args.num_draft_tokens, args.depth, args.ngram_k) == (AUTO, AUTO, 3)
+    sweep = parser.parse_args(["sweep", "-k", "1,2,auto"])
+    assert sweep.num_draft_tokens == [1, 2, AUTO]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["compare", "--prompt", "x", "-k", "lots"])
+
+
+# --- lossless whatever the lengths ------------------------------------------------------
+
+
+class Scripted:
+    """A length policy that asks for the ks of a script in turn (0 included): the
+    proposers' catching up after a plain step, and every k after every other."""
+
+    def __init__(self, script: list[int]) -> None:
+        self.script, self.turn = script, 0
+
+    def choose(self) -> LengthChoice:
+        self.turn += 1
+        return LengthChoice(self.script[(self.turn - 1) % len(self.script)])
+
+    def observe(self, event: Round) -> None:
+        pass
+
+
+SCRIPT = [0, 3, 1, 0, 0, 5, 2, 0, 4, 1]
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    for module in (draft, mtp, ngram):
+        monkeypatch.setattr(module, "draft_length", lambda settings, name: Scripted(SCRIPT))
+
+
+@pytest.fixture(scope="module")
+def store() -> ModelStore:
+    return ModelStore()
+
+
+def run(name: str, models: Models, settings: DecodeSettings) -> Trace:
+    ids = models.target.tokenizer.encode(PROMPT)
+    return Trace(name, list(run_strategy(name, models, ids, settings)))
+
+
+def greedy(**kw) -> DecodeSettings:
+    kw.setdefault("max_tokens", TOKENS)
+    return DecodeSettings(stop_at_eos=False, **kw)
+
+
+@pytest.mark.parametrize("target,drafter", [
+    ("llama_target", "llama_draft"), ("hybrid_target", "hybrid_draft"),
+    ("llama_target", "hybrid_draft"),
+])
+def test_any_sequence_of_k_equals_plain_at_temperature_zero(
+        tiny_family, store, scripted, target, drafter) -> None:
+    models = Models(store.get(str(tiny_family[target])), store.get(str(tiny_family[drafter])))
+    plain = run("plain", models, greedy())
+    for name in ("draft", "ngram"):
+        trace = run(name, models, greedy())
+        assert trace.tokens == plain.tokens, name
+    # Choices are made one round late: the first serves the first two rounds.
+    lengths = [len(r.drafted) for r in run("draft", models, greedy()).rounds]
+    assert lengths[:len(SCRIPT) + 1] == [SCRIPT[0], *SCRIPT]
+
+
+def test_mtp_with_any_sequence_of_k_equals_plain(tiny_family, store, scripted) -> None:
+    target = store.get(str(tiny_family["mtp_target"]))
+    models = Models(target, mtp=load_mtp(target))
+    assert run("mtp", models, greedy()).tokens == run("plain", models, greedy()).tokens
+
+
+@pytest.mark.parametrize("name", ["draft", "ngram"])
+def test_auto_equals_plain_and_records_its_choices(tiny_family, store, name) -> None:
+    models = Models(store.get(str(tiny_family["llama_target"])),
+                    store.get(str(tiny_family["llama_draft"])))
+    trace = run(name, models, greedy(num_draft_tokens=AUTO, ngram_k=AUTO, max_tokens=96))
+    assert trace.tokens == run("plain", models, greedy(max_tokens=96)).tokens
+    assert all(r.auto_k is not None and len(r.drafted) <= r.auto_k for r in trace.rounds)
+    assert trace.rounds[0].auto_k == 0 and trace.rounds[0].auto_tokens is None
+    assert any(r.auto_explored for r in trace.rounds)
+    assert any(r.drafted for r in trace.rounds)
+    assert all(choice_words(r).startswith("auto chose") for r in trace.rounds)
+    fixed = run(name, models, greedy(num_draft_tokens=2))
+    assert all(r.auto_k is None and choice_words(r) is None for r in fixed.rounds)
+
+
+def test_a_round_that_drafts_nothing_is_all_the_targets_time(tiny_family, store,
+                                                               scripted) -> None:
+    models = Models(store.get(str(tiny_family["llama_target"])),
+                    store.get(str(tiny_family["llama_draft"])))
+    trace = run("draft", models, greedy())
+    plain_steps = [r for r in trace.rounds if not r.drafted]
+    assert plain_steps and all(r.draft_seconds == 0.0 for r in plain_steps)
+    assert all(r.proposer is None for r in plain_steps)
+    assert all(r.proposer == "draft" for r in trace.rounds if r.drafted)
+    assert compute_stats(trace.events).single_pass_seconds > 0
+
+
+SAMPLING = Sampling(temperature=0.9, top_k=30)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("script", [[0, 2], [1, 0], [2, 1], [0, 0, 2]])
+def test_changing_k_keeps_the_targets_distribution(tiny_family, store, monkeypatch,
+                                                   script) -> None:
+    """The first two tokens from a plain step then drafts the draft model must catch up
+    on, from drafts then a plain step, and from plain steps queued one on the other's
+    token before it is read: all drawn from the target's distribution."""
+    monkeypatch.setattr(draft, "draft_length", lambda settings, name: Scripted(script))
+    models = Models(store.get(str(tiny_family["llama_target"])),
+                    store.get(str(tiny_family["llama_draft"])))
+    ids = models.target.tokenizer.encode(PROMPT)
+    settings = DecodeSettings(max_tokens=3, stop_at_eos=False, sampling=SAMPLING)
+
+    def tokens(seed: int) -> list[int]:
+        s = replace(settings, sampling=replace(SAMPLING, seed=seed))
+        return Trace("draft", list(run_strategy("draft", models, ids, s))).tokens
+
+    p_first, p_second = lossless_pvalues(tokens, models.target.model, ids, SAMPLING, 1500)
+    assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)
+
+
+@pytest.mark.slow
+def test_auto_sampling_keeps_the_targets_distribution(tiny_family, store, monkeypatch) -> None:
+    """``auto`` itself at temperature > 0, with a controller that has already seen
+    drafts survive (so it drafts from the first round): the target's law."""
+
+    def trained(settings: DecodeSettings, name: str) -> AdaptiveLength:
+        policy = AdaptiveLength(settings.max_drafts(name))
+        feed(policy, 0.5, draft_step=0.05, pass_cost=lambda n: 1.0 + 0.05 * n, rounds=24)
+        return policy
+
+    monkeypatch.setattr(draft, "draft_length", trained)
+    models = Models(store.get(str(tiny_family["llama_target"])),
+                    store.get(str(tiny_family["llama_draft"])))
+    ids = models.target.tokenizer.encode(PROMPT)
+    settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=AUTO,
+                              sampling=SAMPLING)
+
+    def tokens(seed: int) -> list[int]:
+        s = replace(settings, sampling=replace(SAMPLING, seed=seed))
+        return Trace("draft", list(run_strategy("draft", models, ids, s))).tokens
+
+    first = Trace("draft", list(run_strategy("draft", models, ids, settings))).rounds[0]
+    assert first.auto_k and first.auto_k >= 2
+    p_first, p_second = lossless_pvalues(tokens, models.target.model, ids, SAMPLING, 1500)
+    assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)
+
+
+def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
+    """``-k 1,auto``: auto is a cell like any other (checked against plain, saved, read
+    back), and the chart, which places cells by k, leaves it to the table."""
+    from specdeck.chart import series_of
+    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.sweep import recommendations, run_sweep
+    from specdeck.session import sweep_document
+    from specdeck.sweep_file import sweep_from_document
+
+    request = SweepRequest(
+        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
+        prompts=[SweepPrompt("p", PROMPT)], strategies=["draft", "ngram"], ks=[1, AUTO],
+        reps=1, warmup=0, max_tokens=24)
+    cells, complete = run_sweep(request)
+    assert complete
+    labels = [c.label for c in cells]
+    assert labels == ["plain", "draft k=1", "draft k=auto", "ngram n=3 k=1", "ngram n=3 k=auto"]
+    assert all(c.correct for c in cells)
+    document = sweep_document(request, cells, recommendations(cells), True, {})
+    sweep = sweep_from_document(document)
+    assert [c["k"] for c in sweep.cells] == [None, 1, AUTO, 1, AUTO]
+    assert [x for points in series_of(sweep.cells).values() for x, _ in points] == [1, 1]
