@@ -11,7 +11,7 @@ from specdeck.engines import draft, mtp, ngram
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, AdaptiveLength, FixedLength, LengthChoice, choice_words, draft_length,
+    EXPLORE_IDLE, AdaptiveLength, FixedLength, LengthChoice, choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.events import Round, Trace

@@ -161,6 +161,11 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
         self.title_text = title
         self.prompts = load_prompts()
 
+    def on_mount(self) -> None:
+        # Focusing the first field scrolls the form to it; the title and the error line
+        # above it belong in view when the dialog opens.
+        self.call_after_refresh(self.query_one(FormBody).scroll_home, animate=False)
+
     def compose(self) -> ComposeResult:
         values = form_values(self.request)
         current = next(
