@@ -186,7 +186,7 @@ def test_after_a_strategies_change_in_settings_help_and_quit_still_work(tiny_fam
         term.wait_for("measured one after another")
         for attempt in range(3):
             term.keys("s")
-            term.wait_for("Settings — ctrl+s")
+            term.wait_for("built-in prompt (or write your own below)")  # the dialog
             time.sleep(1.5)  # the dialog focuses its first field once mounted
             for _ in range(8):  # prompt picker, prompt, target, pick, draft, pick, MTP, pick
                 term.keys("Tab")

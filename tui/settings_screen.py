@@ -161,10 +161,12 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
         self.title_text = title
         self.prompts = load_prompts()
 
+    #: The first field is focused by ``on_mount``, without scrolling to it: the title and
+    #: the error line above it stay in view when the dialog opens.
+    AUTO_FOCUS = None
+
     def on_mount(self) -> None:
-        # Focusing the first field scrolls the form to it; the title and the error line
-        # above it belong in view when the dialog opens.
-        self.call_after_refresh(self.query_one(FormBody).scroll_home, animate=False)
+        self.query_one("#prompt-picker", Select).focus(scroll_visible=False)
 
     def compose(self) -> ComposeResult:
         values = form_values(self.request)
