@@ -149,6 +149,10 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (100, "-wide")]
 
+    #: The first field is focused by ``on_mount``, once and without scrolling the form
+    #: to it: a later focus (a click, a test) is never scrolled back.
+    AUTO_FOCUS = None
+
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel", id="settings.cancel"),
         Binding("ctrl+s", "apply", "Apply and restart", id="settings.apply"),
@@ -160,10 +164,6 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
         self.request = request
         self.title_text = title
         self.prompts = load_prompts()
-
-    #: The first field is focused by ``on_mount``, without scrolling to it: the title and
-    #: the error line above it stay in view when the dialog opens.
-    AUTO_FOCUS = None
 
     def on_mount(self) -> None:
         self.query_one("#prompt-picker", Select).focus(scroll_visible=False)
