@@ -15,7 +15,9 @@ breaks even with plain decoding, and the best k for a given acceptance.
 (``cost_model(survival=...)``).
 
 The result is cached per machine and model pair (``engines.measured_cache``) for the
-adaptive draft length, the estimate shown before a run and ``calibrate --cached``.
+adaptive draft length (``drafting_costs``: ``auto`` drafts from its first round, priced
+by these passes until its run has timed its own), the estimate shown before a run and
+``calibrate --cached``.
 No mlx here.
 """
 
@@ -28,6 +30,7 @@ from typing import Any, Callable, Sequence
 
 from specdeck.engines.config import MAX_DRAFT_TOKENS
 from specdeck.engines.cost_model import CostModel
+from specdeck.engines.formatting import times
 from specdeck.engines.group_costs import PASS_SIZES
 from specdeck.engines.measured_cache import cache_file, read_cached, write_cached
 
@@ -38,6 +41,9 @@ VERSION = 1
 PROPOSERS = ("draft", "mtp")
 #: Timed repetitions of every probe, and untimed rounds before them (``pass_timing``).
 REPS, WARMUP = 9, 2
+#: The acceptance ``auto`` assumes before its run has judged a draft
+#: (``draft_length.AdaptiveLength.survival`` with nothing counted).
+AUTO_PRIOR = 0.5
 #: Acceptances of the table ``calibrate`` prints.
 TABLE_ACCEPTANCES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -111,6 +117,21 @@ class Calibration:
             raise ValueError(f"no {proposer} step was measured")
         return self.steps(timing.seconds)
 
+    @property
+    def verify_passes(self) -> tuple[float, ...]:
+        """A target pass of 1, 2, ..., 17 tokens, in target steps (the first is 1)."""
+        return tuple(self.steps(t.seconds) for t in self.passes)
+
+    def drafting_costs(self, drafter: str) -> tuple[float, tuple[float, ...]] | None:
+        """What ``auto`` prices ``drafter``'s rounds from before its run has measured
+        them: one draft step and ``verify_passes``, in target steps. Prompt lookup
+        (``ngram``) drafts for free; None for a proposer that was not measured."""
+        if drafter == "ngram":
+            return 0.0, self.verify_passes
+        if drafter not in self.proposers:
+            return None
+        return self.proposer_step(drafter), self.verify_passes
+
     def cost_model(self, proposer: str, acceptance: float | None = None,
                    survival: Sequence[float] | None = None) -> CostModel:
         """The cost model of ``proposer`` drafting up to 16 tokens, every verify pass
@@ -120,7 +141,7 @@ class Calibration:
             if acceptance is None:
                 raise ValueError("give an acceptance or a survival")
             survival = survival_of(acceptance)
-        verify = tuple(self.steps(t.seconds) for t in self.passes)
+        verify = self.verify_passes
         k = len(survival)
         return CostModel(tuple(survival), float(k), self.proposer_step(proposer),
                          verify[min(k, len(verify) - 1)], "plain", verify_passes=verify)
@@ -229,3 +250,13 @@ def estimate_line(calibration: Calibration, proposer: str, k: int) -> str:
             else f"it beats plain above {needed:.0%} acceptance")
     return (f"calibrated on this machine, a round of k={k} costs {cost:.2f} target steps "
             f"for up to {k + 1} tokens; {pays}")
+
+
+def auto_estimate_line(calibration: Calibration, proposer: str) -> str:
+    """What ``auto`` takes from the calibration: where it starts, before any draft of
+    the run has been judged (half of them assumed kept, the controller's prior)."""
+    k, speed = calibration.best_k(proposer, AUTO_PRIOR)
+    start = f"k={k} (predicted {times(speed)} plain)" if k else "plain steps"
+    return (f"calibrated on this machine: auto prices its rounds from it until the run "
+            f"has timed its own, and starts at {start} ({AUTO_PRIOR:.0%} acceptance "
+            "assumed until drafts are judged)")

@@ -18,6 +18,7 @@ from typing import Any, Iterator, Sequence
 
 import mlx.core as mx
 
+from specdeck.engines.calibration import Calibration
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock
 from specdeck.engines.draft import DraftModel
@@ -73,9 +74,12 @@ def run_chain(
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
+    *,
+    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
     """Prompt lookup, falling back to ``draft`` (or, without one, ``mtp``'s head, which
-    then drafts for its own model: that model verifies, as in the mtp strategy)."""
+    then drafts for its own model: that model verifies, as in the mtp strategy); ``auto``
+    starts from ``calibration``'s costs when given."""
     keys = KeyStream(settings.sampling.seed)
     fallback: DraftModel | MtpDrafter
     if draft is not None:
@@ -85,5 +89,5 @@ def run_chain(
     else:
         raise SettingsError(CHAIN_NEEDS)
     proposer: Proposer = Chain(PromptLookup(settings.ngram_n), fallback)
-    lengths = {name: draft_length(settings, name) for name in ("ngram", fallback.drafter())}
+    lengths = {name: draft_length(settings, name, calibration) for name in ("ngram", fallback.drafter())}
     return run_speculative(target, proposer, prompt, settings, lengths, keys, clock)

@@ -9,13 +9,16 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Any, Callable
 
-from specdeck.engines.config import DecodeSettings
+from specdeck.engines.config import AUTO, DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.events import Event, Trace
-from specdeck.engines.calibration import estimate_line, load_calibration
+from specdeck.engines.calibration import (
+    Calibration, auto_estimate_line, estimate_line, load_calibration,
+)
 from specdeck.engines.catalog import ModelInfo, describe_dir
 from specdeck.engines.loading import ModelStore, check_pair
 from specdeck.engines.memory import (
@@ -146,12 +149,15 @@ def time_estimates(request: CompareRequest, described: Described,
     acceptance it needs to beat plain decoding. Empty when the pair was never
     calibrated here."""
     target, draft, _ = described
-    calibration = load_calibration(target.path, draft.path if draft else None, on_problem)
+    calibration = machine_calibration(target.path, draft.path if draft else None, on_problem)
     if calibration is None:
         return []
-    return [f"{name}: {estimate_line(calibration, name, request.settings.max_drafts(name))}"
+    settings = request.settings
+    return [f"{name}: " + (auto_estimate_line(calibration, name)
+                           if settings.draft_count(name) == AUTO
+                           else estimate_line(calibration, name, settings.max_drafts(name)))
             for name in request.strategies
-            if name in calibration.proposers and request.settings.max_drafts(name)]
+            if name in calibration.proposers and settings.max_drafts(name)]
 
 
 def check_context(target: ModelInfo, prompt_tokens: int, settings: DecodeSettings) -> str | None:
@@ -197,7 +203,22 @@ def load_models(
     if USES_DRAFT & set(request.strategies) and request.draft:
         progress(f"loading {request.draft}")
         draft = store.get(request.draft, dtype=request.dtype)
-    return Models(target=target, draft=draft, mtp=mtp)
+    return Models(target=target, draft=draft, mtp=mtp,
+                  calibration=machine_calibration(target.path, draft.path if draft else None,
+                                                  progress))
+
+
+def machine_calibration(target: Path, draft: Path | None,
+                        on_problem: Callable[[str], None] = lambda _: None
+                        ) -> Calibration | None:
+    """This machine's cached calibration (``specdeck calibrate``) of the model folder
+    ``target`` with ``draft`` or, failing that, of ``target`` alone (what prompt lookup
+    and MTP need); None when neither was measured here."""
+    for pair_draft in ([draft, None] if draft else [None]):
+        calibration = load_calibration(target, pair_draft, on_problem)
+        if calibration is not None:
+            return calibration
+    return None
 
 
 @dataclass

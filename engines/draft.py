@@ -8,6 +8,7 @@ from typing import Any, Iterator, Sequence
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
+from specdeck.engines.calibration import Calibration
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock, forward
 from specdeck.engines.draft_length import draft_length
@@ -87,10 +88,12 @@ def run_draft(
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
+    *,
+    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
     """Speculative decoding with an external draft model, k = ``num_draft_tokens``
-    (or ``auto``)."""
+    (or ``auto``, starting from ``calibration``'s costs when given)."""
     keys = KeyStream(settings.sampling.seed)
     proposer = DraftModel(draft, settings, keys)
-    lengths = {"draft": draft_length(settings, "draft")}
+    lengths = {"draft": draft_length(settings, "draft", calibration)}
     return run_speculative(target, proposer, prompt, settings, lengths, keys, clock)

@@ -14,6 +14,13 @@ then prose) and so does what pays. Costs are medians of the last few rounds of e
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
 is left out of them.
 
+With this machine's calibration of the model pair (``specdeck calibrate``, cached) it
+need not time anything first: it drafts from the first round, pricing every length and
+the draft step from the calibration (in target steps) until its own run has timed them.
+Its own timings then win, in one-token passes, and correct the lengths it has not timed;
+where no plain step has run, the calibration is scaled to this run's speed by the verify
+passes it has timed.
+
 A choice is made while the previous round's drafts compute, from the rounds before
 that: it costs the loop no time, and is one round late.
 """
@@ -24,6 +31,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
+from specdeck.engines.calibration import Calibration
 from specdeck.engines.config import AUTO, DecodeSettings
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.events import Round
@@ -42,6 +50,9 @@ EXPLORE_IDLE = 32
 START = 2
 #: How many observations' worth the pooled acceptance weighs in at each position.
 PRIOR_WEIGHT = 2.0
+#: A calibrated pass within this many target steps above one is corrected by a shift,
+#: not a ratio (``AdaptiveLength.calibrated``).
+SHIFT_BELOW = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,8 +112,12 @@ class RecentMedian:
 class AdaptiveLength:
     """``auto``: each round's k from the acceptance and costs measured so far."""
 
-    def __init__(self, most: int) -> None:
+    def __init__(self, most: int,
+                 prior: tuple[float, tuple[float, ...]] | None = None) -> None:
         self.most = most
+        #: A calibration's draft step and verify passes of 1, 2, ... tokens, in target
+        #: steps (``Calibration.drafting_costs``); None: price only what the run timed.
+        self.prior = prior if prior is None or len(prior[1]) > most else None
         #: Per position: faded counts of drafting rounds that reached it (every draft
         #: before it accepted) and of those that kept it.
         self.reached = [0.0] * most
@@ -152,9 +167,51 @@ class AdaptiveLength:
             for drafts, mean in self.verify.items()
         }
 
+    def unit(self) -> float | None:
+        """The seconds of a one-token pass on this run: timed, or (with a calibration and
+        no plain step run yet) the verify passes timed over what the calibration says
+        they cost in target steps; None when neither is known."""
+        if self.one_token.count:
+            return self.one_token.value
+        if self.prior is None or not self.verify:
+            return None
+        passes = self.prior[1]
+        return median([mean.value / passes[drafts] for drafts, mean in self.verify.items()])
+
+    def calibrated(self) -> CostModel:
+        """The cost model with a calibration: the run's timings where it has them, in
+        one-token passes. A length the run has not timed keeps the calibration's
+        shape, corrected by the nearest length it has: what that pass costs above a
+        plain step, over what the calibration said, scales the others' (a shift where
+        the calibration's pass cost about one step), so one wrong calibration does not
+        hold ``auto`` back from lengths it never tried."""
+        assert self.prior is not None
+        unit, (draft_step, passes) = self.unit(), self.prior
+        if unit and self.draft_step.count:
+            draft_step = self.draft_step.value / unit
+        timed = {k: mean.value / unit for k, mean in self.verify.items()} if unit else {}
+
+        def verify(k: int) -> float:
+            if k in timed or not timed:
+                return timed.get(k, passes[k])
+            near = min(timed, key=lambda n: (abs(n - k), n))
+            over = passes[near] - 1.0
+            if over <= SHIFT_BELOW:
+                return passes[k] + timed[near] - passes[near]
+            return 1.0 + (passes[k] - 1.0) * max(0.0, timed[near] - 1.0) / over
+
+        costs = (1.0, *(verify(k) for k in range(1, self.most + 1)))
+        return CostModel(tuple(self.survival()), float(self.most), draft_step,
+                         costs[self.most], "one-token passes", verify_passes=costs)
+
     def predictions(self) -> list[tuple[float, float]]:
         """``(E(k), C(k))`` for k = 0..most, in one-token passes; each k priced by the
-        model of the verify length measured nearest to it."""
+        calibration (``calibrated``) or, without one, by the model of the verify length
+        measured nearest to it."""
+        if self.prior is not None:
+            model = self.calibrated()
+            return [(1.0, 1.0)] + [(model.expected_tokens(k), model.round_cost(k))
+                                   for k in range(1, self.most + 1)]
         models = self.models()
         measured = sorted(models)
         out = [(1.0, 1.0)]
@@ -165,9 +222,9 @@ class AdaptiveLength:
 
     def choose(self) -> LengthChoice:
         self.rounds += 1
-        if not self.one_token.count:
+        if self.prior is None and not self.one_token.count:
             return LengthChoice(0)  # time a plain step first
-        if not self.verify:
+        if self.prior is None and not self.verify:
             return LengthChoice(min(START, self.most))
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
@@ -185,10 +242,15 @@ class AdaptiveLength:
         return LengthChoice(k, tokens, cost, explored)
 
 
-def draft_length(settings: DecodeSettings, drafter: str) -> DraftLength:
-    """The policy a drafter (``draft``, ``mtp``, ``ngram``) runs under."""
+def draft_length(settings: DecodeSettings, drafter: str,
+                 calibration: Calibration | None = None) -> DraftLength:
+    """The policy a drafter (``draft``, ``mtp``, ``ngram``) runs under; ``auto`` starts
+    from ``calibration``'s costs when this machine has one for the models."""
     count = settings.draft_count(drafter)
-    return AdaptiveLength(settings.max_drafts(drafter)) if count == AUTO else FixedLength(count)
+    if count != AUTO:
+        return FixedLength(count)
+    prior = calibration.drafting_costs(drafter) if calibration else None
+    return AdaptiveLength(settings.max_drafts(drafter), prior)
 
 
 def choice_words(event: Round) -> str | None:

@@ -37,6 +37,7 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.qwen3_5 import TextModelArgs
 
+from specdeck.engines.calibration import Calibration
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock, log_probs, split_at_output
 from specdeck.engines.draft_length import draft_length
@@ -173,9 +174,12 @@ def run_mtp(
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
+    *,
+    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
-    """MTP self-speculation, ``mtp_depth`` drafts per cycle (or ``auto``)."""
+    """MTP self-speculation, ``mtp_depth`` drafts per cycle (or ``auto``, starting from
+    ``calibration``'s costs when given)."""
     keys = KeyStream(settings.sampling.seed)
     drafter = MtpDrafter(mtp.head, settings, keys)
-    lengths = {"mtp": draft_length(settings, "mtp")}
+    lengths = {"mtp": draft_length(settings, "mtp", calibration)}
     return run_speculative(mtp.model, drafter, prompt, settings, lengths, keys, clock)

@@ -15,6 +15,7 @@ from typing import Any, Iterator, Sequence
 
 import mlx.core as mx
 
+from specdeck.engines.calibration import Calibration
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import Clock
 from specdeck.engines.draft_length import draft_length
@@ -78,11 +79,13 @@ def run_ngram(
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
+    *,
+    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
     """Prompt-lookup decoding: match length ``ngram_n``, at most ``ngram_k`` drafts (or
-    ``auto``)."""
+    ``auto``, starting from ``calibration``'s costs when given)."""
     keys = KeyStream(settings.sampling.seed)
-    lengths = {"ngram": draft_length(settings, "ngram")}
+    lengths = {"ngram": draft_length(settings, "ngram", calibration)}
     return run_speculative(
         target, PromptLookup(settings.ngram_n), prompt, settings, lengths, keys, clock
     )

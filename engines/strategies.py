@@ -12,6 +12,7 @@ from typing import Callable, Iterator
 
 import mlx.core as mx
 
+from specdeck.engines.calibration import Calibration
 from specdeck.engines.chain import CHAIN_NEEDS, run_chain
 from specdeck.engines.config import STRATEGIES, DecodeSettings
 from specdeck.engines.errors import SettingsError
@@ -33,6 +34,15 @@ class Models:
     draft: LoadedModel | None = None
     #: The model whose own MTP head drafts for it (often the target itself).
     mtp: MtpModel | None = None
+    #: This machine's calibration of the target (with the draft), which ``auto`` starts
+    #: from; None when it was never calibrated here.
+    calibration: Calibration | None = None
+
+    def mtp_calibration(self) -> Calibration | None:
+        """The calibration, where the model that drafts with its MTP head is the target
+        calibrated."""
+        return self.calibration if self.mtp is not None and self.mtp.model is self.target \
+            else None
 
 
 def strategy_events(
@@ -47,17 +57,22 @@ def strategy_events(
         return run_plain(models.target, prompt, settings, clock)
     if name == "draft":
         require_draft([name], models.draft)
-        return run_draft(models.target, models.draft, prompt, settings, clock)
+        return run_draft(models.target, models.draft, prompt, settings, clock,
+                         calibration=models.calibration)
     if name == "mtp":
         if models.mtp is None:
             raise SettingsError("the mtp strategy needs a model with an MTP head")
-        return run_mtp(models.mtp, prompt, settings, clock)
+        return run_mtp(models.mtp, prompt, settings, clock,
+                       calibration=models.mtp_calibration())
     if name == "ngram":
-        return run_ngram(models.target, prompt, settings, clock)
+        return run_ngram(models.target, prompt, settings, clock,
+                         calibration=models.calibration)
     if name == "chain":
         if models.draft is None and models.mtp is None:
             raise SettingsError(CHAIN_NEEDS)
-        return run_chain(models.target, models.draft, models.mtp, prompt, settings, clock)
+        calibration = models.calibration if models.draft else models.mtp_calibration()
+        return run_chain(models.target, models.draft, models.mtp, prompt, settings, clock,
+                         calibration=calibration)
     raise SettingsError(f"unknown strategy {name!r} (choose from {', '.join(STRATEGIES)})")
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import shutil
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -15,7 +16,8 @@ import pytest
 from specdeck.cli import main
 from specdeck.engines import pass_timing
 from specdeck.engines.calibration import (
-    Calibration, Timing, calibration_file, estimate_line, load_calibration, save_calibration,
+    Calibration, Timing, auto_estimate_line, calibration_file, estimate_line, load_calibration,
+    save_calibration,
 )
 from specdeck.engines.group_costs import PASS_SIZES
 
@@ -61,6 +63,7 @@ def test_a_k_that_cannot_pay_has_no_break_even() -> None:
     assert [cal.break_even("draft", k) for k in (1, 2, 16)] == [None, None, None]
     assert cal.best_k("draft", 1.0) == (0, 1.0)
     assert "never beats plain" in estimate_line(cal, "draft", 16)
+    assert "starts at plain steps" in auto_estimate_line(cal, "draft")
 
 
 def test_the_cost_model_takes_every_measured_pass() -> None:
@@ -274,3 +277,47 @@ def test_the_estimate_before_a_run_uses_the_calibration(tiny_family) -> None:
         calibration_file(target, draft).unlink()
     assert ("draft: calibrated on this machine, a round of k=1 costs 1.70 target steps for "
             "up to 2 tokens; it beats plain above 70% acceptance") in lines
+
+
+def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
+    """``specdeck calibrate``'s cache, found by the model folders: ``auto`` drafts from
+    its first round (no plain step timed first) and still equals plain decoding; prompt
+    lookup finds the target's own calibration when the pair has none."""
+    from specdeck.engines.compare import load_models
+    from specdeck.engines.config import AUTO, DecodeSettings
+    from specdeck.engines.events import Trace
+    from specdeck.engines.loading import ModelStore
+    from specdeck.engines.requests import CompareRequest
+    from specdeck.engines.strategies import run_strategy
+
+    target, draft = tmp_path / "target", tmp_path / "draft"
+    shutil.copytree(tiny_family["llama_target"], target)
+    shutil.copytree(tiny_family["llama_draft"], draft)
+    cheap = replace(hand_made(draft=STEP / 20), passes=tuple(
+        Timing(STEP * (1 + 0.02 * (n - 1)), 0.0) for n in PASS_SIZES))
+    save_calibration(cheap, target, draft)
+    alone = replace(cheap, draft=None, draft_identity=None, draft_step=None)
+    save_calibration(alone, target, None)
+    settings = DecodeSettings(max_tokens=24, stop_at_eos=False, num_draft_tokens=AUTO,
+                              ngram_k=AUTO)
+    store = ModelStore()
+
+    def loaded(strategies: list[str], with_draft: bool):
+        return load_models(CompareRequest(
+            target=str(target), strategies=strategies, prompt="def add(a, b):",
+            settings=settings, draft=str(draft) if with_draft else None), store)
+
+    models = loaded(["plain", "draft"], True)
+    assert models.calibration == cheap
+    prompt = models.target.tokenizer.encode("def add(a, b):\n    return a + b\n")
+    plain = Trace("plain", list(run_strategy("plain", models, prompt, settings)))
+    auto = Trace("draft", list(run_strategy("draft", models, prompt, settings)))
+    assert auto.tokens == plain.tokens
+    assert auto.rounds[0].auto_k and auto.rounds[0].auto_cost is not None
+    best, speed = cheap.best_k("draft", 0.5)
+    assert f"starts at k={best} (predicted {speed:.2f}x plain)" in auto_estimate_line(
+        cheap, "draft")
+    assert loaded(["ngram"], False).calibration == alone
+    # A broken file for the pair is passed over for the target's own.
+    calibration_file(target, draft).write_text("{not json")
+    assert loaded(["draft"], True).calibration == alone

@@ -8,12 +8,14 @@ from dataclasses import replace
 import pytest
 
 from specdeck.engines import draft, mtp, ngram
+from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
     EXPLORE_IDLE, AdaptiveLength, FixedLength, LengthChoice, choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
+from specdeck.engines.group_costs import PASS_SIZES
 from specdeck.engines.events import Round, Trace
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.mtp import load_mtp
@@ -116,6 +118,74 @@ def test_the_choice_is_the_cost_models_best_k() -> None:
     assert choice.tokens / choice.cost == pytest.approx(model.predicted(choice.k))
 
 
+def made_calibration(draft_step: float, slope: float, mtp_step: float | None = None
+                ) -> Calibration:
+    """A calibration of a 10 ms target step, verify passes of n tokens costing
+    ``1 + slope (n - 1)`` target steps and a draft step of ``draft_step`` steps."""
+    def timing(steps: float) -> Timing:
+        return Timing(0.010 * steps, 0.0)
+
+    return Calibration(
+        machine="m", target="t", target_identity="ti", draft="d", draft_identity="di",
+        passes=tuple(timing(1.0 + slope * (n - 1)) for n in PASS_SIZES),
+        draft_step=timing(draft_step), mtp_step=timing(mtp_step) if mtp_step else None,
+        reps=5, measured="2026-11-30T00:00:00+00:00")
+
+
+def test_a_calibration_prices_the_first_round() -> None:
+    """With this machine's calibration ``auto`` times nothing first: its first round is
+    the cost model's best k for the calibrated costs and the pooled prior acceptance
+    (one half); a calibration where nothing pays starts with a plain step."""
+    cheap = made_calibration(draft_step=0.05, slope=0.02)
+    policy = draft_length(DecodeSettings(num_draft_tokens=AUTO), "draft", cheap)
+    assert isinstance(policy, AdaptiveLength)
+    first = policy.choose()
+    model = cheap.cost_model("draft", survival=policy.survival())
+    assert first.k == model.best_k() == 3 and not first.explored
+    assert first.tokens / first.cost == pytest.approx(model.predicted(3))
+    dear = draft_length(DecodeSettings(mtp_depth=AUTO), "mtp",
+                        made_calibration(draft_step=0.05, slope=0.5, mtp_step=0.4))
+    assert dear.choose() == LengthChoice(0, 1.0, 1.0, False)
+    # Prompt lookup drafts for free; a proposer the calibration did not time has no prior.
+    assert cheap.drafting_costs("ngram") == (0.0, cheap.verify_passes)
+    assert draft_length(DecodeSettings(mtp_depth=AUTO), "mtp", cheap).choose() == LengthChoice(0)
+
+
+def test_the_runs_own_timings_win_over_the_calibration() -> None:
+    """A calibration that promised cheap drafts on a run where they cost 0.6 of a plain
+    step and never survive: ``auto`` settles on plain steps; one that promised dear
+    passes on a run where they are nearly free and drafts always survive: long k."""
+    flat = lambda n: 1.0 + 0.02 * (n - 1)  # noqa: E731
+    wrong_cheap = AdaptiveLength(8, made_calibration(0.01, 0.0).drafting_costs("draft"))
+    assert wrong_cheap.choose().k >= 4
+    assert set(settled(feed(wrong_cheap, 0.0, draft_step=0.6, pass_cost=flat))) == {0}
+    wrong_dear = AdaptiveLength(8, made_calibration(0.9, 1.0).drafting_costs("draft"))
+    assert wrong_dear.choose().k == 0
+    # It stands at plain steps until its first exploration; what that one round times
+    # corrects every length the calibration priced.
+    choices = [c.k for c in feed(wrong_dear, 1.0, draft_step=0.05, pass_cost=flat)]
+    assert choices[:EXPLORE_IDLE - 2] == [0] * (EXPLORE_IDLE - 2)
+    later = feed(wrong_dear, 1.0, draft_step=0.05, pass_cost=flat, rounds=16)
+    assert {c.k for c in later if not c.explored} == {8}
+
+
+def test_without_a_plain_step_the_calibration_is_scaled_to_the_run() -> None:
+    """No one-token pass timed yet: the verify passes the run timed, over what the
+    calibration says they cost, give this run's target step; other lengths keep the
+    calibration's shape."""
+    cal = made_calibration(draft_step=0.1, slope=0.1)
+    policy = AdaptiveLength(6, cal.drafting_costs("draft"))
+    # This machine runs 2.5x slower than when calibrated: a pass of 3 tokens (1.2 steps)
+    # takes 30 ms, and a draft step 5 ms, i.e. 0.2 of this run's 25 ms step.
+    for i in range(1, 4):
+        policy.observe(synthetic(2, 1, draft_step=0.005, verify=0.030, index=i))
+    assert policy.unit() == pytest.approx(0.025)
+    model = policy.calibrated()
+    assert model.draft_step == pytest.approx(0.2)
+    assert model.verify_cost(2) == pytest.approx(1.2)
+    assert model.verify_cost(5) == pytest.approx(cal.verify_passes[5]) == pytest.approx(1.5)
+
+
 def test_fixed_and_auto_settings() -> None:
     assert parse_draft_count(" Auto ") == AUTO and parse_draft_count("3") == 3
     with pytest.raises(ValueError):
@@ -168,7 +238,7 @@ SCRIPT = [0, 3, 1, 0, 0, 5, 2, 0, 4, 1]
 @pytest.fixture
 def scripted(monkeypatch):
     for module in (draft, mtp, ngram):
-        monkeypatch.setattr(module, "draft_length", lambda settings, name: Scripted(SCRIPT))
+        monkeypatch.setattr(module, "draft_length", lambda settings, name, calibration=None: Scripted(SCRIPT))
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +315,7 @@ def test_changing_k_keeps_the_targets_distribution(tiny_family, store, monkeypat
     """The first two tokens from a plain step then drafts the draft model must catch up
     on, from drafts then a plain step, and from plain steps queued one on the other's
     token before it is read: all drawn from the target's distribution."""
-    monkeypatch.setattr(draft, "draft_length", lambda settings, name: Scripted(script))
+    monkeypatch.setattr(draft, "draft_length", lambda settings, name, calibration=None: Scripted(script))
     models = Models(store.get(str(tiny_family["llama_target"])),
                     store.get(str(tiny_family["llama_draft"])))
     ids = models.target.tokenizer.encode(PROMPT)
@@ -260,18 +330,12 @@ def test_changing_k_keeps_the_targets_distribution(tiny_family, store, monkeypat
 
 
 @pytest.mark.slow
-def test_auto_sampling_keeps_the_targets_distribution(tiny_family, store, monkeypatch) -> None:
-    """``auto`` itself at temperature > 0, with a controller that has already seen
-    drafts survive (so it drafts from the first round): the target's law."""
-
-    def trained(settings: DecodeSettings, name: str) -> AdaptiveLength:
-        policy = AdaptiveLength(settings.max_drafts(name))
-        feed(policy, 0.5, draft_step=0.05, pass_cost=lambda n: 1.0 + 0.05 * n, rounds=24)
-        return policy
-
-    monkeypatch.setattr(draft, "draft_length", trained)
+def test_auto_sampling_keeps_the_targets_distribution(tiny_family, store) -> None:
+    """``auto`` itself at temperature > 0, starting from a calibration where drafting
+    pays (so it drafts from the first round): the target's law."""
     models = Models(store.get(str(tiny_family["llama_target"])),
-                    store.get(str(tiny_family["llama_draft"])))
+                    store.get(str(tiny_family["llama_draft"])),
+                    calibration=made_calibration(draft_step=0.05, slope=0.05))
     ids = models.target.tokenizer.encode(PROMPT)
     settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=AUTO,
                               sampling=SAMPLING)
