@@ -1,19 +1,24 @@
 """``auto`` against every fixed k, side by side in one sweep (issue 18, item 1).
 
-The demo family, temperature 0, ``draft`` at k = 1, 2, 4, 8, 16 and auto against plain,
-on the built-in code and prose prompts and on two prompts that are not in ``prompts/``
-(held out: the controller was never tuned on them). Per prompt it prints the best fixed
-k, auto's speedup over plain, auto over the best fixed k (the goal: within 5 %), and,
-where every fixed k loses to plain, whether auto stays within the noise of plain (the
-larger of plain's and auto's robust CV).
+A family (the demo one by default; ``--family smollm2`` once fetched), temperature 0,
+``draft`` at k = 1, 2, 4, 8, 16 and auto against plain, on the built-in code and prose
+prompts and on two prompts that are not in ``prompts/`` (held out: the controller was
+never tuned on them). The pair is calibrated first (``specdeck calibrate``, cached), so
+auto starts from this machine's costs; ``--no-calibration`` runs it on an empty cache,
+learning every cost from its own rounds. Per prompt it prints the best fixed k, auto's
+speedup over plain, auto over the best fixed k (the goal: within 5 %), and, where every
+fixed k loses to plain, whether auto stays within the noise of plain (the larger of
+plain's and auto's robust CV).
 
-    python bench/auto_k.py --reps 5 --max-tokens 128
+    python bench/auto_k.py --reps 5 --max-tokens 128 [--family smollm2] [--no-calibration]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,14 +43,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--family", default="demo")
+    ap.add_argument("--no-calibration", action="store_true",
+                    help="auto learns every cost from its run (an empty cache)")
     args = ap.parse_args()
 
+    from specdeck.cli import main as specdeck
     from specdeck.engines.config import AUTO
-    from specdeck.engines.demo import require_demo_models
+    from specdeck.engines.families import require_family
     from specdeck.engines.requests import SweepPrompt, SweepRequest
     from specdeck.prompts import get_prompt
 
-    demo = require_demo_models()
+    demo = require_family(args.family)
+    if args.no_calibration:
+        os.environ["SPECDECK_CACHE_DIR"] = tempfile.mkdtemp(prefix="specdeck-auto-k-")
+        print("no calibration: auto learns its costs from its own rounds")
+    elif specdeck(["calibrate", "--target", demo.target, "--draft", demo.draft]) != 0:
+        return 1
     prompts = [SweepPrompt(key, get_prompt(key).text, key) for key in ("code", "prose")]
     prompts += [SweepPrompt(name, text, name) for name, text in HELD_OUT.items()]
     cells = sweep_cells(SweepRequest(

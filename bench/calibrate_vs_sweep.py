@@ -1,7 +1,7 @@
 """What ``specdeck calibrate`` predicts against what a sweep measures, side by side in one
 run on the same pair (the demo family by default; ``--family smollm2`` once fetched).
 
-It calibrates the pair (no answer generated), then sweeps the draft strategy over k on
+It calibrates the pair (its passes, then a few short runs of the loop), then sweeps the draft strategy over k on
 one prompt at temperature 0. The calibration's costs turn the sweep's own survival by
 position (from its largest k, which measures every position) into a predicted speedup
 for each k: the best k predicted against the best k measured, and each k's predicted
@@ -19,7 +19,7 @@ import sys
 from specdeck.engines.compare import encode_prompt
 from specdeck.engines.families import FAMILIES, require_family
 from specdeck.engines.loading import ModelStore
-from specdeck.engines.pass_timing import measure_calibration
+from specdeck.engines.pass_timing import measure_calibration, measure_loop
 from specdeck.engines.requests import SweepPrompt, SweepRequest
 from specdeck.engines.sweep import run_sweep, sweep_models
 from specdeck.prompts import read_prompt
@@ -42,19 +42,22 @@ def main() -> int:
                            ks=KS, reps=args.reps, max_tokens=args.max_tokens)
     models = sweep_models(request, ModelStore())
     ids = encode_prompt(models.target.tokenizer, text)
-    before = measure_calibration(models.target, ids, models.draft)
+    before = measure_loop(measure_calibration(models.target, ids, models.draft),
+                          models.target, ids, models.draft)
     cells, _ = run_sweep(request, models=models, progress=lambda p: print(
         f"\r{p.done}/{p.total} runs", end="", file=sys.stderr, flush=True))
     print(file=sys.stderr)
-    after = measure_calibration(models.target, ids, models.draft)
+    after = measure_loop(measure_calibration(models.target, ids, models.draft),
+                         models.target, ids, models.draft)
 
     drafts = {c.k: c for c in cells if c.strategy == "draft"}
     survival = drafts[max(drafts)].acceptance_by_position
     print(f"{args.family}, {args.prompt}, temperature 0, {args.max_tokens} tokens, "
           f"median of {args.reps}; survival from k={max(drafts)}: "
           + " ".join(f"{s:.2f}" for s in survival[:8]) + " ...")
-    print(f"target step {before.target_step.seconds * 1e3:.2f} ms before the sweep, "
-          f"{after.target_step.seconds * 1e3:.2f} ms after")
+    print(f"plain step in the loop {before.unit * 1e3:.2f} ms before the sweep, "
+          f"{after.unit * 1e3:.2f} ms after; a round's own work "
+          f"{before.round_overhead.seconds * 1e3:.2f} ms")
     print(f"{'k':>3} {'measured':>9} {'predicted':>10} {'after':>7} {'pred/meas':>10}")
     predicted = {k: before.cost_model("draft", survival=survival).predicted(k) for k in drafts}
     again = {k: after.cost_model("draft", survival=survival).predicted(k) for k in drafts}

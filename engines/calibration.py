@@ -4,7 +4,10 @@ verify, a draft step and an MTP step, timed on this machine, and what they predi
 ``specdeck calibrate`` times them (``engines.pass_timing``) without generating an answer:
 a target step (a pass of one token), verify passes of 2..17 tokens (k = 1..16), one step
 of the draft model and one of the target's MTP head, each the median of several
-repetitions with a robust spread. Priced in target steps they feed the one cost model
+repetitions with a robust spread; then a few short runs of specdeck's own loop time a
+plain step as it decodes and what a speculative round adds to its passes (the verdict,
+the rewind, the recording: ``pass_timing.measure_loop``). Priced in plain steps they
+feed the one cost model
 (``engines.cost_model.CostModel``, every verify pass measured rather than on its line),
 which turns an acceptance into a speedup for each k: the acceptance at which each k
 breaks even with plain decoding, and the best k for a given acceptance.
@@ -16,7 +19,7 @@ breaks even with plain decoding, and the best k for a given acceptance.
 
 The result is cached per machine and model pair (``engines.measured_cache``) for the
 adaptive draft length (``drafting_costs``: ``auto`` drafts from its first round, priced
-by these passes until its run has timed its own), the estimate shown before a run and
+by these costs until its run has timed its own), the estimate shown before a run and
 ``calibrate --cached``.
 No mlx here.
 """
@@ -36,11 +39,11 @@ from specdeck.engines.measured_cache import cache_file, read_cached, write_cache
 
 #: The cache's folder, and the version of the files this module writes.
 KIND = "calibration"
-VERSION = 1
+VERSION = 2
 #: Who drafts: an external draft model, or the target's own MTP head.
 PROPOSERS = ("draft", "mtp")
 #: Timed repetitions of every probe, and untimed rounds before them (``pass_timing``).
-REPS, WARMUP = 9, 2
+REPS, WARMUP = 15, 2
 #: The acceptance ``auto`` assumes before its run has judged a draft
 #: (``draft_length.AdaptiveLength.survival`` with nothing counted).
 AUTO_PRIOR = 0.5
@@ -95,10 +98,23 @@ class Calibration:
     reps: int
     #: When it was measured (ISO 8601, UTC).
     measured: str
+    #: A step of plain decoding as specdeck's loop runs it (detokenizing, events), and
+    #: what a speculative round's own work (verdict, rewind, recording) adds to its
+    #: passes; None when the loop was not timed (``pass_timing.measure_loop``). Without
+    #: them a round looks cheaper than it is, the more so the fewer tokens it verifies,
+    #: and the best k predicted comes out too small.
+    plain_step: Timing | None = None
+    round_overhead: Timing | None = None
 
     @property
     def target_step(self) -> Timing:
         return self.passes[0]
+
+    @property
+    def unit(self) -> float:
+        """The seconds every cost is priced in: a step of plain decoding in the loop
+        where it was timed, else a target pass of one token."""
+        return (self.plain_step or self.target_step).seconds
 
     @property
     def proposers(self) -> tuple[str, ...]:
@@ -106,11 +122,11 @@ class Calibration:
         return tuple(p for p, t in zip(PROPOSERS, (self.draft_step, self.mtp_step)) if t)
 
     def steps(self, seconds: float) -> float:
-        """``seconds`` in target steps."""
-        return seconds / self.target_step.seconds
+        """``seconds`` in plain steps (``unit``)."""
+        return seconds / self.unit
 
     def proposer_step(self, proposer: str) -> float:
-        """One draft step of ``proposer`` in target steps; ValueError when it was not
+        """One draft step of ``proposer`` in plain steps; ValueError when it was not
         measured."""
         timing = {"draft": self.draft_step, "mtp": self.mtp_step}.get(proposer)
         if timing is None:
@@ -119,12 +135,17 @@ class Calibration:
 
     @property
     def verify_passes(self) -> tuple[float, ...]:
-        """A target pass of 1, 2, ..., 17 tokens, in target steps (the first is 1)."""
-        return tuple(self.steps(t.seconds) for t in self.passes)
+        """What a round verifying 0, 1, ..., 16 drafts costs besides its drafting, in
+        plain steps: the target's pass of 1, 2, ..., 17 tokens and the round's own work
+        (``round_overhead``); the first, no drafts, is a plain step (1 when the loop
+        was timed)."""
+        overhead = self.round_overhead.seconds if self.round_overhead else 0.0
+        return (self.steps(self.passes[0].seconds) if self.plain_step is None else 1.0,
+                *(self.steps(t.seconds + overhead) for t in self.passes[1:]))
 
     def drafting_costs(self, drafter: str) -> tuple[float, tuple[float, ...]] | None:
         """What ``auto`` prices ``drafter``'s rounds from before its run has measured
-        them: one draft step and ``verify_passes``, in target steps. Prompt lookup
+        them: one draft step and ``verify_passes``, in plain steps. Prompt lookup
         (``ngram``) drafts for free; None for a proposer that was not measured."""
         if drafter == "ngram":
             return 0.0, self.verify_passes
@@ -147,7 +168,7 @@ class Calibration:
                          verify[min(k, len(verify) - 1)], "plain", verify_passes=verify)
 
     def round_cost(self, proposer: str, k: int) -> float:
-        """``C(k)``: k draft steps and a verify pass of k + 1 tokens, in target steps."""
+        """``C(k)``: k draft steps and a verify pass of k + 1 tokens, in plain steps."""
         return self.cost_model(proposer, 0.0).round_cost(k)
 
     def speedup(self, proposer: str, k: int, acceptance: float) -> float:
@@ -157,7 +178,7 @@ class Calibration:
     def break_even(self, proposer: str, k: int) -> float | None:
         """The acceptance at which k drafts per round are as fast as plain decoding:
         below it they are slower. None when even acceptance 1 loses (a round of k + 1
-        tokens costs more than k + 1 target steps); 0 when any acceptance wins."""
+        tokens costs more than k + 1 plain steps); 0 when any acceptance wins."""
         if self.speedup(proposer, k, 1.0) < 1.0:
             return None
         low, high = 0.0, 1.0
@@ -186,6 +207,8 @@ class Calibration:
             "draft_step": self.draft_step.to_dict() if self.draft_step else None,
             "mtp_step": self.mtp_step.to_dict() if self.mtp_step else None,
             "reps": self.reps, "measured": self.measured,
+            "plain_step": self.plain_step.to_dict() if self.plain_step else None,
+            "round_overhead": self.round_overhead.to_dict() if self.round_overhead else None,
         }
 
     @classmethod
@@ -204,17 +227,18 @@ class Calibration:
         if type(passes) is not list or len(passes) != len(PASS_SIZES):
             return None
         timings = [Timing.from_dict(p) for p in passes]
+        optional_timings = ("draft_step", "mtp_step", "plain_step", "round_overhead")
         steps = [Timing.from_dict(data.get(key)) if data.get(key) is not None else None
-                 for key in ("draft_step", "mtp_step")]
+                 for key in optional_timings]
         if None in timings or any(data.get(key) is not None and step is None
-                                  for key, step in zip(("draft_step", "mtp_step"), steps)):
+                                  for key, step in zip(optional_timings, steps)):
             return None
         reps = data.get("reps")
         if type(reps) is not int or reps < 1:
             return None
         return cls(data["machine"], data["target"], data["target_identity"], data["draft"],
                    data["draft_identity"], tuple(timings), steps[0], steps[1], reps,
-                   data["measured"])
+                   data["measured"], steps[2], steps[3])
 
 
 def calibration_file(target: Path | str, draft: Path | str | None) -> Path:
@@ -248,7 +272,7 @@ def estimate_line(calibration: Calibration, proposer: str, k: int) -> str:
     needed = calibration.break_even(proposer, k)
     pays = ("it never beats plain on this machine" if needed is None
             else f"it beats plain above {needed:.0%} acceptance")
-    return (f"calibrated on this machine, a round of k={k} costs {cost:.2f} target steps "
+    return (f"calibrated on this machine, a round of k={k} costs {cost:.2f} plain steps "
             f"for up to {k + 1} tokens; {pays}")
 
 

@@ -124,8 +124,10 @@ class AdaptiveLength:
         self.kept = [0.0] * most
         self.one_token = RecentMedian()
         self.draft_step = RecentMedian()
-        #: Verify pass seconds by drafts verified (1..most).
+        #: Verify pass seconds by drafts verified (1..most), and whole rounds' seconds
+        #: (drafting, verifying and the loop's own work) by drafts.
         self.verify: dict[int, RecentMedian] = {}
+        self.totals: dict[int, RecentMedian] = {}
         self.rounds = self.explored_at = self.explorations = 0
 
     def observe(self, event: Round) -> None:
@@ -144,6 +146,8 @@ class AdaptiveLength:
         if event.index:
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
+            self.totals.setdefault(drafted, RecentMedian()).add(
+                event.draft_seconds + event.verify_seconds)
 
     def survival(self) -> list[float]:
         """``s_i`` for i = 1..most: the product of each position's conditional
@@ -205,19 +209,31 @@ class AdaptiveLength:
                          costs[self.most], "one-token passes", verify_passes=costs)
 
     def predictions(self) -> list[tuple[float, float]]:
-        """``(E(k), C(k))`` for k = 0..most, in one-token passes; each k priced by the
-        calibration (``calibrated``) or, without one, by the model of the verify length
-        measured nearest to it."""
+        """``(E(k), C(k))`` for k = 0..most, in one-token passes. A k the run has drafted
+        costs what its rounds took as a whole; any other is priced by the calibration
+        (``calibrated``) or, without one, by the model of the verify length measured
+        nearest to it, shifted by what that model missed at the nearest k timed (the
+        loop's own work each round, which a split into draft steps and a verify pass
+        spreads over the drafts)."""
         if self.prior is not None:
-            model = self.calibrated()
-            return [(1.0, 1.0)] + [(model.expected_tokens(k), model.round_cost(k))
-                                   for k in range(1, self.most + 1)]
-        models = self.models()
-        measured = sorted(models)
+            calibrated = self.calibrated()
+            priced = [(calibrated.expected_tokens(k), calibrated.round_cost(k))
+                      for k in range(1, self.most + 1)]
+        else:
+            models = self.models()
+            measured = sorted(models)
+            priced = []
+            for k in range(1, self.most + 1):
+                model = models[min(measured, key=lambda n: (abs(n - k), n))]
+                priced.append((model.expected_tokens(k), model.round_cost(k)))
+        unit = self.unit()
+        timed = {k: mean.value / unit for k, mean in self.totals.items()} if unit else {}
         out = [(1.0, 1.0)]
-        for k in range(1, self.most + 1):
-            model = models[min(measured, key=lambda n: (abs(n - k), n))]
-            out.append((model.expected_tokens(k), model.round_cost(k)))
+        for k, (tokens, cost) in enumerate(priced, 1):
+            if timed:
+                near = min(timed, key=lambda n: (abs(n - k), n))
+                cost += timed[near] - priced[near - 1][1]
+            out.append((tokens, cost))
         return out
 
     def choose(self) -> LengthChoice:

@@ -20,12 +20,15 @@ rounds, so drift hits every probe alike; each keeps its median and robust spread
 clock is injected (tests drive it): it is read exactly twice per probe, just before and
 just after, and ``progress`` hears each probe's label before it runs; a chained probe's
 time is divided by its ``CHAIN`` steps.
+
+``measure_loop`` then times what the probes leave out: specdeck's loop itself, in a few
+short greedy runs (a plain step as it decodes; what a round adds to its passes).
 """
 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Callable
 
@@ -48,6 +51,13 @@ from specdeck.engines.stats import median, robust_cv
 CONTEXT_TOKENS = 64
 #: Steps a target-step, draft-step or MTP-step probe chains (its time is divided by it).
 CHAIN = 4
+#: ``measure_loop``: tokens each short run decodes, the drafts per round of its
+#: speculative runs, and the timed runs of each.
+LOOP_TOKENS, LOOP_K, LOOP_RUNS = 40, 2, 3
+#: Seconds the probes run untimed first: measured here, the first two or three seconds
+#: of a fresh process ran its passes about 25 % slower than the rest, whatever the
+#: number of warm-up rounds.
+WARMUP_SECONDS = 3.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,9 +186,12 @@ def measure_calibration(
     warmup: int = WARMUP,
     clock: Clock = time.perf_counter,
     progress: Callable[[CalibrationProgress], None] = lambda p: None,
+    warmup_seconds: float = WARMUP_SECONDS,
 ) -> Calibration:
-    """Time ``target``'s step and verify passes of 2..17 tokens, a ``draft`` step and an ``mtp`` step
-    (each when given) after prefilling ``prompt`` (its first ``CONTEXT_TOKENS``)."""
+    """Time ``target``'s step and verify passes of 2..17 tokens, a ``draft`` step and an
+    ``mtp`` step (each when given) after prefilling ``prompt`` (its first
+    ``CONTEXT_TOKENS``), once the probes have run untimed for ``warmup_seconds`` (by
+    the wall clock) and ``warmup`` rounds."""
     if reps < 1 or warmup < 0:
         raise ValueError("reps must be at least 1 and warmup at least 0")
     prompt = prompt[:CONTEXT_TOKENS]
@@ -197,6 +210,11 @@ def measure_calibration(
         probes["draft step"] = _draft_probe(draft, prompt)
     if mtp is not None:
         probes["MTP step"] = _mtp_probe(mtp, cache, prompt)
+    progress(CalibrationProgress(0, (warmup + reps) * len(probes), "warming up"))
+    settle = time.monotonic() + warmup_seconds
+    while time.monotonic() < settle:  # a fresh process runs its first seconds slower
+        for probe in probes.values():
+            probe()
     times: dict[str, list[float]] = {label: [] for label in probes}
     total, done = (warmup + reps) * len(probes), 0
     for rep in range(warmup + reps):
@@ -225,3 +243,67 @@ def measure_calibration(
         draft_step=timing("draft step"), mtp_step=timing("MTP step"), reps=reps,
         measured=datetime.now(timezone.utc).isoformat(timespec="seconds"),
     )
+
+
+def measure_loop(
+    calibration: Calibration,
+    target: LoadedModel,
+    prompt: list[int],
+    draft: LoadedModel | None = None,
+    mtp: MtpModel | None = None,
+    *,
+    runs: int = LOOP_RUNS,
+    clock: Clock = time.perf_counter,
+    warmup_seconds: float = WARMUP_SECONDS / 2,
+) -> Calibration:
+    """``calibration`` with specdeck's decoding loop timed: short greedy runs of plain
+    decoding and of ``LOOP_K`` drafts per round (by ``draft``, else ``mtp``'s head),
+    taking turns after untimed runs of each for ``warmup_seconds``. A plain step is the
+    median of the plain runs' rounds; a round's own work, the median of what each
+    drafting round took beyond its draft steps and its verify pass as calibrated. A
+    run's first round (cold) is left out. Unchanged when nobody drafts (prompt lookup
+    alone)."""
+    from specdeck.engines.config import DecodeSettings
+    from specdeck.engines.events import Done, Round
+    from specdeck.engines.strategies import Models, run_strategy
+
+    proposer = "draft" if draft is not None else "mtp" if mtp is not None else None
+    if proposer is None:
+        return calibration
+    step = {"draft": calibration.draft_step, "mtp": calibration.mtp_step}[proposer]
+    if step is None:
+        raise ValueError(f"the calibration has no {proposer} step to time the loop with")
+    settings = DecodeSettings(max_tokens=LOOP_TOKENS, stop_at_eos=False,
+                              num_draft_tokens=LOOP_K, mtp_depth=LOOP_K)
+    models = Models(target, draft, mtp)
+    prompt = prompt[:CONTEXT_TOKENS]
+    plain: list[float] = []
+    extra: list[float] = []
+
+    def rounds(name: str) -> list[Round]:
+        out = []
+        for event in run_strategy(name, models, prompt, settings, clock):
+            if isinstance(event, Round):
+                out.append(event)
+            elif isinstance(event, Done) and event.reason == "error":
+                raise RuntimeError(f"timing the {name} loop failed: {event.error}")
+        return out[1:]  # the first round runs cold
+
+    settle = time.monotonic() + warmup_seconds
+    while True:  # untimed, at least once each: the loop's first runs in a process are slow
+        for name in ("plain", proposer):
+            rounds(name)
+        if time.monotonic() >= settle:
+            break
+    for _ in range(runs):
+        plain += [r.draft_seconds + r.verify_seconds for r in rounds("plain")]
+        for r in rounds(proposer):
+            if r.drafted:
+                k = len(r.drafted)
+                extra.append(r.draft_seconds + r.verify_seconds - k * step.seconds
+                             - calibration.passes[k].seconds)
+    if not plain or not extra:
+        return calibration
+    return replace(calibration,
+                   plain_step=Timing(max(median(plain), 1e-9), robust_cv(plain)),
+                   round_overhead=Timing(max(median(extra), 1e-9), robust_cv(extra)))

@@ -75,10 +75,13 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
     lines = [f"median of {cal.reps} repetitions each (largest robust spread "
              f"{percent(worst)}), measured {cal.measured}"]
     step = f"target step {duration(cal.target_step.seconds)}"
+    if cal.plain_step and cal.round_overhead:
+        step += (f"; in the decoding loop a plain step {duration(cal.plain_step.seconds)}, "
+                 f"a round's own work {duration(cal.round_overhead.seconds)}")
     for proposer in proposers:
         timing = cal.draft_step if proposer == "draft" else cal.mtp_step
         step += (f"; {proposer} step {duration(timing.seconds)} "
-                 f"({cal.proposer_step(proposer):.2f} target steps)")
+                 f"({cal.proposer_step(proposer):.2f} plain steps)")
     lines += [step, ""]
     if not proposers:
         lines.append("no draft model and no MTP head: only the verify passes were timed")
@@ -90,7 +93,7 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
         if k not in SHOWN_KS:
             continue
         passes = cal.passes[k]
-        row = f"{k:>3}  {duration(passes.seconds):>8} {cal.steps(passes.seconds):>5.2f} steps"
+        row = f"{k:>3}  {duration(passes.seconds):>8} {cal.verify_passes[k]:>5.2f} steps"
         for proposer in proposers:
             needed = cal.break_even(proposer, k)
             row += (f"  {cal.round_cost(proposer, k):>5.2f} steps"
@@ -165,7 +168,9 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     from specdeck.engines.errors import ModelError
     from specdeck.engines.loading import ModelStore, check_pair
     from specdeck.engines.mtp import load_mtp
-    from specdeck.engines.pass_timing import CalibrationProgress, measure_calibration
+    from specdeck.engines.pass_timing import (
+        CalibrationProgress, measure_calibration, measure_loop,
+    )
     from specdeck.prompts import get_prompt
     from specdeck.session_store import why_not
 
@@ -195,6 +200,9 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     cal = measure_calibration(loaded, prompt, draft_model, mtp, reps=args.reps,
                               warmup=args.warmup, progress=progress)
     print(file=sys.stderr)
+    if cal.proposers:
+        say("timing the decoding loop (a few short runs)")
+        cal = measure_loop(cal, loaded, prompt, draft_model, mtp)
     try:
         say(f"cached in {save_calibration(cal, target_path, draft_model.path if draft_model else None)}")
     except OSError as exc:

@@ -136,7 +136,8 @@ def test_measured_on_tiny_models_with_a_fake_clock(loaded) -> None:
     clock = FakeClock(fake_costs())
     prompt = list(range(5, 40))
     cal = pass_timing.measure_calibration(target, prompt, draft, reps=5, warmup=1,
-                                          clock=clock, progress=clock.progress)
+                                          clock=clock, progress=clock.progress,
+                                          warmup_seconds=0.0)
     # Medians: the slow fourth run moves neither them nor the robust spread.
     assert [t.seconds for t in cal.passes] == pytest.approx(
         [pass_seconds(n) for n in PASS_SIZES])
@@ -152,7 +153,8 @@ def test_an_mtp_step_is_timed_on_a_hybrid_target(loaded) -> None:
     _, _, mtp = loaded
     clock = FakeClock(fake_costs())
     cal = pass_timing.measure_calibration(mtp.model, list(range(5, 30)), None, mtp, reps=3,
-                                          warmup=0, clock=clock, progress=clock.progress)
+                                          warmup=0, clock=clock, progress=clock.progress,
+                                          warmup_seconds=0.0)
     assert cal.proposers == ("mtp",)
     assert cal.mtp_step.seconds == pytest.approx(MTP)
     assert cal.break_even("mtp", 1) == pytest.approx(0.8, abs=1e-9)
@@ -230,18 +232,26 @@ def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkey
         def both(p):
             clock.progress(p)
             progress(p)
-        return measure(*args, **{**kwargs, "clock": clock, "progress": both})
+        return measure(*args, **{**kwargs, "clock": clock, "progress": both,
+                                 "warmup_seconds": 0.0})
+
+    def loop(cal, *args, **kwargs):  # a plain step of 10 ms, 1 ms of work per round
+        return replace(cal, plain_step=Timing(STEP, 0.0), round_overhead=Timing(0.001, 0.0))
 
     monkeypatch.setattr(pass_timing, "measure_calibration", driven)
+    monkeypatch.setattr(pass_timing, "measure_loop", loop)
     target, draft = str(tiny_family["llama_target"]), str(tiny_family["llama_draft"])
     args = ["calibrate", "--target", target, "--draft", draft, "--reps", "3", "--warmup", "1",
             "--acceptance", "90%"]
     assert main(args) == 0
     out, err = capsys.readouterr()
-    assert "passes timed" in err and "cached in" in err
-    assert "draft at 90% acceptance: best k=2, 1.13x" in out
+    assert "passes timed" in err and "timing the decoding loop" in err and "cached in" in err
+    assert "in the decoding loop a plain step 10 ms, a round's own work 1.0 ms" in out
+    # A round of k costs 0.1 steps more: at 90 %, k=1 1.9 / 1.8, k=2 2.71 / 2.5 = 1.08x,
+    # k=3 3.439 / 3.2; k=1 breaks even at 80 % (1 + a = 1.8).
+    assert "draft at 90% acceptance: best k=2, 1.08x" in out
     row = next(line for line in out.splitlines() if line.split()[:1] == ["1"])
-    assert "70%" in row
+    assert "80%" in row
     # --cached shows the same without measuring; --json is the cached record.
     monkeypatch.setattr(pass_timing, "measure_calibration", partial(pytest.fail, "measured"))
     assert main(["calibrate", "--target", target, "--draft", draft, "--cached", "--json"]) == 0
@@ -275,8 +285,39 @@ def test_the_estimate_before_a_run_uses_the_calibration(tiny_family) -> None:
         prepare(request, ModelStore(), lines.append)
     finally:
         calibration_file(target, draft).unlink()
-    assert ("draft: calibrated on this machine, a round of k=1 costs 1.70 target steps for "
+    assert ("draft: calibrated on this machine, a round of k=1 costs 1.70 plain steps for "
             "up to 2 tokens; it beats plain above 70% acceptance") in lines
+
+
+def test_the_loops_own_costs_price_every_round() -> None:
+    """With the loop timed, costs are in its plain steps and every round pays its own
+    work: a plain step of 12.5 ms and 2 ms a round make k = 1 cost (2 + 15 + 2) / 12.5
+    plain steps; 9 ms a round would make it cost more than its 2 tokens."""
+    cal = replace(hand_made(), plain_step=Timing(0.0125, 0.01),
+                  round_overhead=Timing(0.002, 0.3))
+    assert cal.verify_passes[0] == 1.0
+    assert cal.verify_passes[1] == pytest.approx((0.015 + 0.002) / 0.0125)
+    assert cal.round_cost("draft", 1) == pytest.approx(19 / 12.5)
+    assert cal.break_even("draft", 1) == pytest.approx(19 / 12.5 - 1)
+    assert replace(cal, round_overhead=Timing(0.009, 0.0)).break_even("draft", 1) is None
+    assert Calibration.from_dict(cal.to_dict()) == cal
+    assert Calibration.from_dict({**cal.to_dict(), "round_overhead": {"seconds": -1}}) is None
+    # Version 1 records (no loop timed, priced in target steps) are not read.
+    assert Calibration.from_dict({**cal.to_dict(), "version": 1}) is None
+
+
+def test_the_loop_is_timed_on_tiny_models(loaded) -> None:
+    """``measure_loop`` runs the real loop: a plain step and a round's own work come
+    back, the passes stay as measured; with nobody drafting it changes nothing."""
+    target, draft, _ = loaded
+    prompt = list(range(5, 40))
+    cal = pass_timing.measure_calibration(target, prompt, draft, reps=2, warmup=0,
+                                          warmup_seconds=0.0)
+    timed = pass_timing.measure_loop(cal, target, prompt, draft, runs=1, warmup_seconds=0.0)
+    assert timed.passes == cal.passes and timed.draft_step == cal.draft_step
+    assert timed.plain_step.seconds > 0 and timed.round_overhead.seconds > 0
+    assert timed.verify_passes[0] == 1.0
+    assert pass_timing.measure_loop(cal, target, prompt) is cal
 
 
 def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:

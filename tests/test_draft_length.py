@@ -118,6 +118,27 @@ def test_the_choice_is_the_cost_models_best_k() -> None:
     assert choice.tokens / choice.cost == pytest.approx(model.predicted(choice.k))
 
 
+def test_a_k_drafted_costs_what_its_rounds_took() -> None:
+    """The loop's own work each round (0.3 plain steps here) lands in the drafting time,
+    which a split per draft spreads over the drafts: a k the run has drafted is priced
+    by its rounds as a whole, and one it has not, shifted by what the split missed at
+    the nearest k drafted."""
+    policy = AdaptiveLength(6)
+    verify = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731
+    for i in range(1, 7):
+        policy.observe(synthetic(0, 0, draft_step=0, verify=1.0, index=i))
+    for k in (2, 4):
+        for i in range(6):
+            round_ = synthetic(k, i % 2, draft_step=0.05, verify=verify(k + 1), index=i + 1)
+            policy.observe(replace(round_, draft_seconds=round_.draft_seconds + 0.3))
+    costs = [cost for _, cost in policy.predictions()]
+    assert costs[2] == pytest.approx(2 * 0.05 + 0.3 + verify(3))
+    assert costs[4] == pytest.approx(4 * 0.05 + 0.3 + verify(5))
+    # k = 1, priced from k = 2's verify line and shifted by what it missed there.
+    model = policy.models()[2]
+    assert costs[1] == pytest.approx(model.round_cost(1) + costs[2] - model.round_cost(2))
+
+
 def made_calibration(draft_step: float, slope: float, mtp_step: float | None = None
                 ) -> Calibration:
     """A calibration of a 10 ms target step, verify passes of n tokens costing
