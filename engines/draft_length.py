@@ -1,6 +1,7 @@
 """How many tokens to draft each round: a fixed k, or ``auto``, chosen round by round.
 
-``auto`` keeps, per draft position, how often a draft there survived once every draft
+``auto`` first drafts ``START`` tokens for ``TRIALS`` rounds, to see some drafts judged.
+Then it keeps, per draft position, how often a draft there survived once every draft
 before it had, and the measured seconds of a draft step, of a one-token pass and of a
 verify pass of each length it has run. Before each round it asks ``engines.cost_model``
 what every k from 0 to its most would give, ``E(k) / C(k)`` tokens per one-token pass,
@@ -46,8 +47,10 @@ RECENT = 15
 #: plain step, a try at drafting costs more than a neighbour does, so less often.
 EXPLORE_EVERY = 8
 EXPLORE_IDLE = 32
-#: The k tried first, once a one-token pass has been timed and before any verify pass.
-START = 2
+#: The k tried first, once a one-token pass has been timed (or a calibration gives the
+#: costs), for the first ``TRIALS`` drafting rounds: no choice is made before a few
+#: drafts have been judged, or a run would sit at plain steps on the prior alone.
+START, TRIALS = 2, 3
 #: How many observations' worth the pooled acceptance weighs in at each position.
 PRIOR_WEIGHT = 2.0
 #: A calibrated pass within this many target steps above one is corrected by a shift,
@@ -128,7 +131,7 @@ class AdaptiveLength:
         #: (drafting, verifying and the loop's own work) by drafts.
         self.verify: dict[int, RecentMedian] = {}
         self.totals: dict[int, RecentMedian] = {}
-        self.rounds = self.explored_at = self.explorations = 0
+        self.rounds = self.explored_at = self.explorations = self.drafting_rounds = 0
 
     def observe(self, event: Round) -> None:
         fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
@@ -139,6 +142,7 @@ class AdaptiveLength:
             if event.index:  # the first round runs cold: its time says little
                 self.one_token.add(event.seconds)
             return
+        self.drafting_rounds += 1
         for i in range(min(event.accepted + 1, drafted, self.most)):
             self.reached[i] += 1.0
             if i < event.accepted:
@@ -236,11 +240,20 @@ class AdaptiveLength:
             out.append((tokens, cost))
         return out
 
+    def could_pay(self) -> bool:
+        """Whether drafting could beat a plain step were every draft kept: always
+        without a calibration; with one, some k whose k + 1 tokens cost less than
+        k + 1 plain steps."""
+        if self.prior is None:
+            return True
+        model = self.calibrated()
+        return any(model.round_cost(k) < k + 1 for k in range(1, self.most + 1))
+
     def choose(self) -> LengthChoice:
         self.rounds += 1
         if self.prior is None and not self.one_token.count:
             return LengthChoice(0)  # time a plain step first
-        if self.prior is None and not self.verify:
+        if self.drafting_rounds < TRIALS and self.could_pay():
             return LengthChoice(min(START, self.most))
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
@@ -275,8 +288,10 @@ def choice_words(event: Round) -> str | None:
         return None
     drafts = f"{event.auto_k} draft{'' if event.auto_k == 1 else 's'}"
     if event.auto_tokens is None or event.auto_cost is None:
-        first = "it times a plain step first" if event.auto_k == 0 else "a first try"
-        return f"auto chose {drafts}: nothing measured yet, so {first}"
+        if event.auto_k == 0:
+            return f"auto chose {drafts}: nothing measured yet, so it times a plain step first"
+        return (f"auto chose {drafts}: one of its first {TRIALS} tries, before it chooses "
+                "from the drafts they judge")
     explored = "; exploring a neighbour of the best k" if event.auto_explored else ""
     if event.auto_k == 0:
         return f"auto chose a plain step: no k was predicted to pay for its cost{explored}"

@@ -354,7 +354,8 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     plain = Trace("plain", list(run_strategy("plain", models, prompt, settings)))
     auto = Trace("draft", list(run_strategy("draft", models, prompt, settings)))
     assert auto.tokens == plain.tokens
-    assert auto.rounds[0].auto_k and auto.rounds[0].auto_cost is not None
+    assert auto.rounds[0].auto_k  # no plain step timed first
+    assert any(r.auto_cost is not None for r in auto.rounds)
     best, speed = cheap.best_k("draft", 0.5)
     assert f"starts at k={best} (predicted {speed:.2f}x plain)" in auto_estimate_line(
         cheap, "draft")
