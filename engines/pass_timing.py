@@ -53,7 +53,7 @@ CONTEXT_TOKENS = 64
 CHAIN = 4
 #: ``measure_loop``: tokens each short run decodes, the drafts per round of its
 #: speculative runs, and the timed runs of each.
-LOOP_TOKENS, LOOP_K, LOOP_RUNS = 40, 2, 3
+LOOP_TOKENS, LOOP_K, LOOP_RUNS = 24, 2, 7
 #: Seconds the probes run untimed first: measured here, the first two or three seconds
 #: of a fresh process ran its passes about 25 % slower than the rest, whatever the
 #: number of warm-up rounds.
@@ -259,9 +259,9 @@ def measure_loop(
     """``calibration`` with specdeck's decoding loop timed: short greedy runs of plain
     decoding and of ``LOOP_K`` drafts per round (by ``draft``, else ``mtp``'s head),
     taking turns after untimed runs of each for ``warmup_seconds``. A plain step is the
-    median of the plain runs' rounds; a round's own work, the median of what each
-    drafting round took beyond its draft steps and its verify pass as calibrated. A
-    run's first round (cold) is left out. Unchanged when nobody drafts (prompt lookup
+    median over the plain runs of each one's median round; a round's own work, the same
+    of what each drafting round took beyond its draft steps and its verify pass as
+    calibrated. A run's first round (cold) is left out. Unchanged when nobody drafts (prompt lookup
     alone)."""
     from specdeck.engines.config import DecodeSettings
     from specdeck.engines.events import Done, Round
@@ -295,14 +295,15 @@ def measure_loop(
             rounds(name)
         if time.monotonic() >= settle:
             break
-    for _ in range(runs):
-        plain += [r.draft_seconds + r.verify_seconds for r in rounds("plain")]
-        for r in rounds(proposer):
-            if r.drafted:
-                k = len(r.drafted)
-                extra.append(r.draft_seconds + r.verify_seconds - k * step.seconds
-                             - calibration.passes[k].seconds)
-    if not plain or not extra:
+    for _ in range(runs):  # a pair of runs at a time: a slow spell spoils few pairs
+        times = [r.draft_seconds + r.verify_seconds for r in rounds("plain")]
+        beyond = [r.draft_seconds + r.verify_seconds - len(r.drafted) * step.seconds
+                  - calibration.passes[len(r.drafted)].seconds
+                  for r in rounds(proposer) if r.drafted]
+        if times and beyond:
+            plain.append(median(times))
+            extra.append(median(beyond))
+    if not plain:
         return calibration
     return replace(calibration,
                    plain_step=Timing(max(median(plain), 1e-9), robust_cv(plain)),
