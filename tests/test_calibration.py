@@ -363,3 +363,20 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     # A broken file for the pair is passed over for the target's own.
     calibration_file(target, draft).write_text("{not json")
     assert loaded(["draft"], True).calibration == alone
+
+
+def test_passes_timed_out_of_order_are_pooled() -> None:
+    """A longer pass timed cheaper than a shorter one is noise: pooled with it into
+    their mean (least squares), so no k looks better than its neighbours for it."""
+    from specdeck.engines.calibration import nondecreasing
+
+    assert nondecreasing([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
+    assert nondecreasing([1.0, 3.0, 2.0, 4.0]) == [1.0, 2.5, 2.5, 4.0]
+    assert nondecreasing([3.0, 2.0, 1.0]) == [2.0, 2.0, 2.0]
+    assert nondecreasing([1.0, 4.0, 2.0, 2.0, 5.0]) == pytest.approx([1.0, 8 / 3, 8 / 3, 8 / 3,
+                                                                      5.0])
+    bumpy = replace(hand_made(), passes=(*hand_made().passes[:4], Timing(pass_seconds(3), 0.0),
+                                         *hand_made().passes[5:]))
+    costs = bumpy.verify_passes
+    assert all(a <= b for a, b in zip(costs, costs[1:]))
+    assert costs[3] == costs[4] == pytest.approx((pass_seconds(4) + pass_seconds(3)) / 2 / STEP)
