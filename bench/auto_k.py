@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from demo_sweep import sweep_cells  # noqa: E402
 
+#: The fixed k auto is measured against (``--ks``).
+FIXED = [1, 2, 4, 8, 16]
 #: Prompts not in ``prompts/``: code of two other shapes.
 HELD_OUT = {
     "config": 'import json\n\n\ndef load_config(path):\n    """Read a JSON config file and '
@@ -44,6 +46,10 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--family", default="demo")
+    ap.add_argument("--ks", default=",".join(map(str, FIXED)),
+                    help="the fixed k to measure auto against (comma-separated)")
+    ap.add_argument("--prompts", default="code,prose," + ",".join(HELD_OUT),
+                    help="which of the prompts to run (comma-separated)")
     ap.add_argument("--no-calibration", action="store_true",
                     help="auto learns every cost from its run (an empty cache)")
     args = ap.parse_args()
@@ -60,13 +66,15 @@ def main() -> int:
         print("no calibration: auto learns its costs from its own rounds")
     elif specdeck(["calibrate", "--target", demo.target, "--draft", demo.draft]) != 0:
         return 1
-    prompts = [SweepPrompt(key, get_prompt(key).text, key) for key in ("code", "prose")]
-    prompts += [SweepPrompt(name, text, name) for name, text in HELD_OUT.items()]
+    fixed = [int(k) for k in args.ks.split(",")]
+    texts = {key: get_prompt(key).text for key in ("code", "prose")} | HELD_OUT
+    prompts = [SweepPrompt(name, texts[name], name) for name in args.prompts.split(",")]
     cells = sweep_cells(SweepRequest(
         target=demo.target, draft=demo.draft, prompts=prompts, strategies=["draft"],
-        ks=[1, 2, 4, 8, 16, AUTO], reps=args.reps, max_tokens=args.max_tokens))
-    print(f"{'prompt':<7} {'plain tok/s':>11} {'best fixed':>16} {'auto':>14} "
-          f"{'auto/best':>9}  where every k loses")
+        ks=[*fixed, AUTO], reps=args.reps, max_tokens=args.max_tokens))
+    print(f"{'prompt':<7} {'plain tok/s':>11} "
+          + "".join(f"{'k=' + str(k):>7}" for k in fixed)
+          + f" {'auto':>7} {'best fixed':>12} {'auto/best':>9}  where every k loses")
     for prompt in prompts:
         mine = [c for c in cells if c["prompt"] == prompt.name]
         plain = next(c for c in mine if c["strategy"] == "plain")
@@ -79,8 +87,11 @@ def main() -> int:
             verdict = "within" if auto["speedup"] >= 1.0 - noise else "OUTSIDE"
             loses = f"auto {auto['speedup']:.2f}x, {verdict} the noise (CV {noise:.3f})"
         best_label = f"k={best['k']} {best['speedup']:.2f}x"
-        print(f"{prompt.name:<7} {plain['median_tokens_per_s']:>11.1f} {best_label:>16} "
-              f"{auto['speedup']:>13.2f}x {auto['speedup'] / best['speedup']:>9.2f}  {loses}")
+        speedups = {c["k"]: c["speedup"] for c in fixed}
+        print(f"{prompt.name:<7} {plain['median_tokens_per_s']:>11.1f} "
+              + "".join(f"{speedups[k]:>6.2f}x" for k in fixed)
+              + f" {auto['speedup']:>6.2f}x {best_label:>12} "
+              f"{auto['speedup'] / best['speedup']:>9.2f}  {loses}")
     if not all(c["correct"] is not False for c in cells):
         print("an output differs from plain decoding")
         return 1

@@ -33,7 +33,6 @@ from typing import Any, Callable, Sequence
 
 from specdeck.engines.config import MAX_DRAFT_TOKENS
 from specdeck.engines.cost_model import CostModel
-from specdeck.engines.formatting import times
 from specdeck.engines.group_costs import PASS_SIZES
 from specdeck.engines.measured_cache import cache_file, read_cached, write_cached
 
@@ -44,9 +43,6 @@ VERSION = 2
 PROPOSERS = ("draft", "mtp")
 #: Timed repetitions of every probe, and untimed rounds before them (``pass_timing``).
 REPS, WARMUP = 15, 2
-#: The acceptance ``auto`` assumes before its run has judged a draft
-#: (``draft_length.AdaptiveLength.survival`` with nothing counted).
-AUTO_PRIOR = 0.5
 #: Acceptances of the table ``calibrate`` prints.
 TABLE_ACCEPTANCES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 
@@ -291,12 +287,3 @@ def estimate_line(calibration: Calibration, proposer: str, k: int) -> str:
     return (f"calibrated on this machine, a round of k={k} costs {cost:.2f} plain steps "
             f"for up to {k + 1} tokens; {pays}")
 
-
-def auto_estimate_line(calibration: Calibration, proposer: str) -> str:
-    """What ``auto`` takes from the calibration: where it starts, before any draft of
-    the run has been judged (half of them assumed kept, the controller's prior)."""
-    k, speed = calibration.best_k(proposer, AUTO_PRIOR)
-    start = f"k={k} (predicted {times(speed)} plain)" if k else "plain steps"
-    return (f"calibrated on this machine: auto prices its rounds from it until the run "
-            f"has timed its own, and starts at {start} ({AUTO_PRIOR:.0%} acceptance "
-            "assumed until drafts are judged)")

@@ -15,10 +15,9 @@ from typing import Any, Callable
 from specdeck.engines.config import AUTO, DecodeSettings
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
+from specdeck.engines.draft_length import auto_estimate_line
 from specdeck.engines.events import Event, Trace
-from specdeck.engines.calibration import (
-    Calibration, auto_estimate_line, estimate_line, load_calibration,
-)
+from specdeck.engines.calibration import Calibration, estimate_line, load_calibration
 from specdeck.engines.catalog import ModelInfo, describe_dir
 from specdeck.engines.loading import ModelStore, check_pair
 from specdeck.engines.memory import (

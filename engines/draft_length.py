@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from specdeck.engines.calibration import Calibration
-from specdeck.engines.config import AUTO, DecodeSettings
+from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.events import Round
 from specdeck.engines.formatting import times
@@ -280,6 +280,20 @@ def draft_length(settings: DecodeSettings, drafter: str,
         return FixedLength(count)
     prior = calibration.drafting_costs(drafter) if calibration else None
     return AdaptiveLength(settings.max_drafts(drafter), prior)
+
+
+def auto_estimate_line(calibration: Calibration, proposer: str) -> str:
+    """What ``auto`` takes from this machine's calibration, said before a run: how it
+    starts, and what it would choose at one draft in two kept."""
+    policy = AdaptiveLength(MAX_DRAFT_TOKENS, calibration.drafting_costs(proposer))
+    if not policy.could_pay():
+        return ("calibrated on this machine: no k pays here even with every draft kept, "
+                "so auto starts at plain steps")
+    k, speed = calibration.best_k(proposer, 0.5)
+    then = f"k={k} (predicted {times(speed)} plain)" if k else "plain steps"
+    return (f"calibrated on this machine: auto prices its rounds from it until the run "
+            f"has timed its own; after {TRIALS} tries at k={START} it goes by the drafts "
+            f"judged ({then} at 50% acceptance)")
 
 
 def choice_words(event: Round) -> str | None:

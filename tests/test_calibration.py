@@ -16,9 +16,9 @@ import pytest
 from specdeck.cli import main
 from specdeck.engines import pass_timing
 from specdeck.engines.calibration import (
-    Calibration, Timing, auto_estimate_line, calibration_file, estimate_line, load_calibration,
-    save_calibration,
+    Calibration, Timing, calibration_file, estimate_line, load_calibration, save_calibration,
 )
+from specdeck.engines.draft_length import auto_estimate_line
 from specdeck.engines.group_costs import PASS_SIZES
 
 #: A target step of 10 ms; a verify pass of n tokens 10 + 5 (n - 1) ms, i.e.
@@ -52,6 +52,8 @@ def test_break_even_and_best_k_worked_out_by_hand() -> None:
     assert cal.best_k("draft", 0.9) == (2, pytest.approx(2.71 / 2.4))
     # At 0.6 even k = 1 loses (1.6 / 1.7): plain decoding.
     assert cal.best_k("draft", 0.6) == (0, 1.0)
+    # auto tries k = 2 first (k = 1 could pay); at 50 % it would go plain.
+    assert "(plain steps at 50% acceptance)" in auto_estimate_line(cal, "draft")
     # The MTP step (0.3) makes k = 1 cost 1.8: 1 + a = 1.8.
     assert cal.break_even("mtp", 1) == pytest.approx(0.8, abs=1e-9)
 
@@ -63,7 +65,7 @@ def test_a_k_that_cannot_pay_has_no_break_even() -> None:
     assert [cal.break_even("draft", k) for k in (1, 2, 16)] == [None, None, None]
     assert cal.best_k("draft", 1.0) == (0, 1.0)
     assert "never beats plain" in estimate_line(cal, "draft", 16)
-    assert "starts at plain steps" in auto_estimate_line(cal, "draft")
+    assert "so auto starts at plain steps" in auto_estimate_line(cal, "draft")
 
 
 def test_the_cost_model_takes_every_measured_pass() -> None:
@@ -357,8 +359,8 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     assert auto.rounds[0].auto_k  # no plain step timed first
     assert any(r.auto_cost is not None for r in auto.rounds)
     best, speed = cheap.best_k("draft", 0.5)
-    assert f"starts at k={best} (predicted {speed:.2f}x plain)" in auto_estimate_line(
-        cheap, "draft")
+    assert f"it goes by the drafts judged (k={best} (predicted {speed:.2f}x plain)" in \
+        auto_estimate_line(cheap, "draft")
     assert loaded(["ngram"], False).calibration == alone
     # A broken file for the pair is passed over for the target's own.
     calibration_file(target, draft).write_text("{not json")
