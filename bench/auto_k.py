@@ -78,16 +78,16 @@ def main() -> int:
     for prompt in prompts:
         mine = [c for c in cells if c["prompt"] == prompt.name]
         plain = next(c for c in mine if c["strategy"] == "plain")
-        fixed = [c for c in mine if c["strategy"] == "draft" and c["k"] != AUTO]
+        by_k = [c for c in mine if c["strategy"] == "draft" and c["k"] != AUTO]
         auto = next(c for c in mine if c["k"] == AUTO)
-        best = max(fixed, key=lambda c: c["speedup"])
+        best = max(by_k, key=lambda c: c["speedup"])
         loses = ""
         if best["speedup"] < 1.0:
             noise = max(plain["cv"], auto["cv"])
             verdict = "within" if auto["speedup"] >= 1.0 - noise else "OUTSIDE"
             loses = f"auto {auto['speedup']:.2f}x, {verdict} the noise (CV {noise:.3f})"
         best_label = f"k={best['k']} {best['speedup']:.2f}x"
-        speedups = {c["k"]: c["speedup"] for c in fixed}
+        speedups = {c["k"]: c["speedup"] for c in by_k}
         print(f"{prompt.name:<7} {plain['median_tokens_per_s']:>11.1f} "
               + "".join(f"{speedups[k]:>6.2f}x" for k in fixed)
               + f" {auto['speedup']:>6.2f}x {best_label:>12} "
