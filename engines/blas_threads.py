@@ -17,6 +17,10 @@ import ctypes
 import os
 from functools import cache
 
+from mlx.utils import tree_flatten
+
+from specdeck.engines.loading import LoadedModel
+
 #: Targets with fewer bytes of weights than this run OpenBLAS on one thread.
 SMALL_MODEL_BYTES = 64 * 2**20
 
@@ -49,3 +53,11 @@ def fit_blas_threads(target_bytes: int) -> int | None:
     threads = 1 if target_bytes < SMALL_MODEL_BYTES else started
     lib.openblas_set_num_threads(threads)
     return threads
+
+
+def fit_blas_threads_to(target: LoadedModel) -> int | None:
+    """``fit_blas_threads`` for the loaded ``target``'s weights, as it holds them. Every
+    command that times or runs a target calls it before its first pass, so that a
+    calibration and the runs it prices see the same threads."""
+    weights = tree_flatten(target.model.parameters())
+    return fit_blas_threads(sum(array.nbytes for _, array in weights))

@@ -17,7 +17,7 @@ from specdeck.engines.errors import SettingsError
 from specdeck.engines.decoding import Clock
 from specdeck.engines.draft_length import auto_estimate_line
 from specdeck.engines.events import Event, Trace
-from specdeck.engines.blas_threads import fit_blas_threads
+from specdeck.engines.blas_threads import fit_blas_threads_to
 from specdeck.engines.calibration import Calibration, estimate_line, load_calibration
 from specdeck.engines.catalog import ModelInfo, describe_dir
 from specdeck.engines.loading import ModelStore, check_pair
@@ -187,10 +187,10 @@ def load_models(
     """Load what the request needs, each model once, after ``prepare`` (its checks run
     before any weights are read; done here unless given)."""
     if prepared is None:
-        prepared = prepare(request, store, progress)
-    fit_blas_threads(weight_bytes(prepared.models[0], upcast(request)))
+        prepare(request, store, progress)
     progress(f"loading {request.target}")
     target = store.get(request.target, request.revision, request.dtype)
+    fit_blas_threads_to(target)
     mtp = None
     if uses_mtp(request.strategies, request.draft):
         if request.mtp_model:

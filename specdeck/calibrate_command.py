@@ -162,6 +162,7 @@ def run(args: argparse.Namespace) -> int:
 def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibration:
     """Load the pair, time it with progress on stderr, cache the result."""
     from specdeck.cli import say
+    from specdeck.engines.blas_threads import fit_blas_threads_to
     from specdeck.engines.calibration import save_calibration
     from specdeck.engines.catalog import describe_dir
     from specdeck.engines.compare import encode_prompt
@@ -181,6 +182,7 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
         check_pair(target, draft, store.tokenizer(target_path), store.tokenizer(draft_path))
     say(f"loading {target}")
     loaded = store.get(target, dtype=args.dtype)
+    fit_blas_threads_to(loaded)
     draft_model = None
     if draft:
         say(f"loading {draft}")

@@ -98,6 +98,7 @@ def rank_drafts(target: str, models: list[ModelInfo], as_json: bool) -> int:
     import orjson
 
     from specdeck.cli import say
+    from specdeck.engines.blas_threads import fit_blas_threads_to
     from specdeck.engines.catalog import describe_dir
     from specdeck.engines.compare import encode_prompt
     from specdeck.engines.draft_probe import ProbeProgress, probe_drafts
@@ -118,6 +119,7 @@ def rank_drafts(target: str, models: list[ModelInfo], as_json: bool) -> int:
                         "holding its drafts (specdeck models DIR --rank-drafts TARGET)")
     say(f"loading {target}")
     loaded = store.get(target)
+    fit_blas_threads_to(loaded)
     prompts = [encode_prompt(loaded.tokenizer, get_prompt(key).text) for key in PROBE_PROMPTS]
 
     def progress(p: ProbeProgress) -> None:

@@ -52,6 +52,25 @@ def test_loading_a_tiny_family_sets_it(tiny_family, fake) -> None:
     assert fake.threads == 1
 
 
+def test_calibrate_times_under_the_threads_its_runs_get(tiny_family, fake, monkeypatch
+                                                        ) -> None:
+    """A calibration prices the runs it is used for: ``specdeck calibrate`` fits the
+    threads to its target as a run does, before timing anything."""
+    from specdeck.cli import main
+    from specdeck.engines import pass_timing
+
+    seen = []
+
+    def timed(*args, **kwargs):
+        seen.append(fake.threads)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(pass_timing, "measure_calibration", timed)
+    with pytest.raises(SystemExit):
+        main(["calibrate", "--target", str(tiny_family["llama_target"])])
+    assert seen == [1]
+
+
 def test_the_real_openblas_when_preloaded(monkeypatch) -> None:
     monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
     started = blas_threads._openblas()
