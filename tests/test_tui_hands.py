@@ -275,6 +275,29 @@ async def test_at_80x24_settings_scroll_and_say_what_is_wrong_help_scrolls_foote
         await pilot.press("escape")
 
 
+@run_async
+async def test_settings_open_at_their_title_with_the_model_paths_whole(tiny_family):
+    """At every size the settings open scrolled to the top (their title and the error
+    line in view, though the form is taller than the screen), and each model field has
+    a row of its own: 60 characters of a model path read from 160 columns (it was cut
+    to 4), 30 at 80."""
+    for size in ((80, 24), (160, 45), (220, 60)):
+        app = SpecdeckApp(live_request(tiny_family), save_sessions=False)
+        async with app.run_test(size=size) as pilot:
+            await settle(app, pilot)
+            await pilot.press("s")
+            for _ in range(3):
+                await pilot.pause()
+            settings = app.screen
+            assert isinstance(settings, SettingsScreen)
+            assert settings.query_one("#settings-body").scroll_y == 0, size
+            assert shows(screen_text(app).splitlines(), "Settings — ctrl+s applies"), size
+            target = settings.query_one("#target", Input)
+            room = target.content_region.width
+            assert room >= (60 if size[0] >= 160 else 30), (size, room)
+            await pilot.press("escape")
+
+
 # -- 8. scrolling with keys, and all panes together -------------------------------------
 
 

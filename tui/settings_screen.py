@@ -167,6 +167,10 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
 
     def on_mount(self) -> None:
         self.query_one("#prompt-picker", Select).focus(scroll_visible=False)
+        # The form's first layout scrolls it to the prompt picker (the title and the
+        # error line above it out of view, in a form taller than the screen): back to
+        # the top once it is laid out.
+        self.call_after_refresh(self.query_one(FormBody).scroll_home, animate=False)
 
     def compose(self) -> ComposeResult:
         values = form_values(self.request)
