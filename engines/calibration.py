@@ -136,10 +136,15 @@ class Calibration:
         """``seconds`` in plain steps (``unit``)."""
         return seconds / self.unit
 
+    def step_timing(self, proposer: str) -> Timing | None:
+        """One draft step of ``proposer`` (``PROPOSERS``) as timed; None when it was
+        not."""
+        return {"draft": self.draft_step, "mtp": self.mtp_step}.get(proposer)
+
     def proposer_step(self, proposer: str) -> float:
         """One draft step of ``proposer`` in plain steps; ValueError when it was not
         measured."""
-        timing = {"draft": self.draft_step, "mtp": self.mtp_step}.get(proposer)
+        timing = self.step_timing(proposer)
         if timing is None:
             raise ValueError(f"no {proposer} step was measured")
         return self.steps(timing.seconds)
@@ -286,4 +291,3 @@ def estimate_line(calibration: Calibration, proposer: str, k: int) -> str:
             else f"it beats plain above {needed:.0%} acceptance")
     return (f"calibrated on this machine, a round of k={k} costs {cost:.2f} plain steps "
             f"for up to {k + 1} tokens; {pays}")
-

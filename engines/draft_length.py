@@ -17,7 +17,7 @@ is left out of them.
 
 With this machine's calibration of the model pair (``specdeck calibrate``, cached) it
 need not time anything first: it drafts from the first round, pricing every length and
-the draft step from the calibration (in target steps) until its own run has timed them.
+the draft step from the calibration (in plain steps) until its own run has timed them.
 Its own timings then win, in one-token passes, and correct the lengths it has not timed;
 where no plain step has run, the calibration is scaled to this run's speed by the verify
 passes it has timed.
@@ -53,7 +53,7 @@ EXPLORE_IDLE = 32
 START, TRIALS = 2, 3
 #: How many observations' worth the pooled acceptance weighs in at each position.
 PRIOR_WEIGHT = 2.0
-#: A calibrated pass within this many target steps above one is corrected by a shift,
+#: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
 
@@ -118,7 +118,7 @@ class AdaptiveLength:
     def __init__(self, most: int,
                  prior: tuple[float, tuple[float, ...]] | None = None) -> None:
         self.most = most
-        #: A calibration's draft step and verify passes of 1, 2, ... tokens, in target
+        #: A calibration's draft step and verify passes of 1, 2, ... tokens, in plain
         #: steps (``Calibration.drafting_costs``); None: price only what the run timed.
         self.prior = prior if prior is None or len(prior[1]) > most else None
         #: Per position: faded counts of drafting rounds that reached it (every draft
@@ -189,7 +189,7 @@ class AdaptiveLength:
     def unit(self) -> float | None:
         """The seconds of a one-token pass on this run: timed, or (with a calibration and
         no plain step run yet) the verify passes timed over what the calibration says
-        they cost in target steps; None when neither is known."""
+        they cost in plain steps; None when neither is known."""
         if self.one_token.count:
             return self.one_token.value
         if self.prior is None or not self.verify:

@@ -270,7 +270,7 @@ def measure_loop(
     proposer = "draft" if draft is not None else "mtp" if mtp is not None else None
     if proposer is None:
         return calibration
-    step = {"draft": calibration.draft_step, "mtp": calibration.mtp_step}[proposer]
+    step = calibration.step_timing(proposer)
     if step is None:
         raise ValueError(f"the calibration has no {proposer} step to time the loop with")
     settings = DecodeSettings(max_tokens=LOOP_TOKENS, stop_at_eos=False,

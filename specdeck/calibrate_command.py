@@ -79,7 +79,7 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
         step += (f"; in the decoding loop a plain step {duration(cal.plain_step.seconds)}, "
                  f"a round's own work {duration(cal.round_overhead.seconds)}")
     for proposer in proposers:
-        timing = cal.draft_step if proposer == "draft" else cal.mtp_step
+        timing = cal.step_timing(proposer)
         step += (f"; {proposer} step {duration(timing.seconds)} "
                  f"({cal.proposer_step(proposer):.2f} plain steps)")
     lines += [step, ""]
