@@ -61,12 +61,15 @@ Described = tuple[ModelInfo, ModelInfo | None, ModelInfo | None]
 @dataclass
 class Prepared:
     """What a request needs before any weights load, each found or read once: its models
-    described from their folders, the prompt's tokens and the memory estimates."""
+    described from their folders, the prompt's tokens, the memory estimates and this
+    machine's calibration of the models."""
 
     models: Described
     prompt: list[int]
     #: Each strategy's estimated peak memory; None while a model's weights are not on disk.
     estimates: dict[str, MemoryEstimate] | None
+    #: ``machine_calibration`` of the target and the draft; None: never calibrated here.
+    calibration: Calibration | None = None
 
 
 def describe_models(request: CompareRequest, store: ModelStore) -> Described:
@@ -137,19 +140,17 @@ def prepare(
                                  force=request.force)
         if warning:
             progress(f"warning: {warning}")
-    for line in time_estimates(request, described, progress):
+    calibration = machine_calibration(target.path, draft.path if draft else None, progress)
+    for line in time_estimates(request, calibration):
         progress(line)
-    return Prepared(described, prompt, estimates)
+    return Prepared(described, prompt, estimates, calibration)
 
 
-def time_estimates(request: CompareRequest, described: Described,
-                   on_problem: Callable[[str], None] = lambda _: None) -> list[str]:
+def time_estimates(request: CompareRequest, calibration: Calibration | None) -> list[str]:
     """What this machine's calibration of the pair (``specdeck calibrate``, cached)
     says of each speculative strategy before it runs: what a round costs and the
     acceptance it needs to beat plain decoding. Empty when the pair was never
     calibrated here."""
-    target, draft, _ = described
-    calibration = machine_calibration(target.path, draft.path if draft else None, on_problem)
     if calibration is None:
         return []
     settings = request.settings
@@ -187,7 +188,7 @@ def load_models(
     """Load what the request needs, each model once, after ``prepare`` (its checks run
     before any weights are read; done here unless given)."""
     if prepared is None:
-        prepare(request, store, progress)
+        prepared = prepare(request, store, progress)
     progress(f"loading {request.target}")
     target = store.get(request.target, request.revision, request.dtype)
     fit_blas_threads_to(target)
@@ -204,9 +205,7 @@ def load_models(
     if USES_DRAFT & set(request.strategies) and request.draft:
         progress(f"loading {request.draft}")
         draft = store.get(request.draft, dtype=request.dtype)
-    return Models(target=target, draft=draft, mtp=mtp,
-                  calibration=machine_calibration(target.path, draft.path if draft else None,
-                                                  progress))
+    return Models(target=target, draft=draft, mtp=mtp, calibration=prepared.calibration)
 
 
 def machine_calibration(target: Path, draft: Path | None,
