@@ -12,6 +12,7 @@ from pathlib import Path
 
 import orjson
 import pytest
+from textual.app import App
 from textual.geometry import Region
 from textual.widgets import DataTable, Input
 
@@ -179,15 +180,16 @@ def test_figures_pack_in_order_and_never_past_the_width():
 # -- 5. a rejected draft holding a newline ---------------------------------------------
 
 
+class TokenViewApp(App[None]):
+    """A TokenView alone on the screen."""
+
+    def compose(self):
+        yield TokenView()
+
+
 @run_async
 async def test_a_rejected_newline_never_breaks_the_line():
-    from textual.app import App
-
-    class One(App[None]):
-        def compose(self):
-            yield TokenView()
-
-    app = One()
+    app = TokenViewApp()
     async with app.run_test(size=(60, 10)) as pilot:
         view = app.query_one(TokenView)
         await pilot.pause()
@@ -200,13 +202,7 @@ async def test_a_rejected_newline_never_breaks_the_line():
 
 @run_async
 async def test_a_view_scrolled_up_stays_while_text_streams_and_follows_again_at_the_end():
-    from textual.app import App
-
-    class One(App[None]):
-        def compose(self):
-            yield TokenView()
-
-    app = One()
+    app = TokenViewApp()
     async with app.run_test(size=(40, 12)) as pilot:
         view = app.query_one(TokenView)
         await pilot.pause()
