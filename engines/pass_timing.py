@@ -261,8 +261,8 @@ def measure_loop(
     taking turns after untimed runs of each for ``warmup_seconds``. A plain step is the
     median over the plain runs of each one's median round; a round's own work, the same
     of what each drafting round took beyond its draft steps and its verify pass as
-    calibrated. A run's first round (cold) is left out. Unchanged when nobody drafts (prompt lookup
-    alone)."""
+    calibrated. A run's first round (cold) is left out. Unchanged when nobody drafts
+    (prompt lookup alone)."""
     from specdeck.engines.config import DecodeSettings
     from specdeck.engines.events import Done, Round
     from specdeck.engines.strategies import Models, run_strategy
