@@ -10,7 +10,15 @@ speedup over plain, auto over the best fixed k (the goal: within 5 %), and, wher
 fixed k loses to plain, whether auto stays within the noise of plain (the larger of
 plain's and auto's robust CV).
 
+The sweep's best fixed k is the fastest of several noisy medians, so its own figure is
+biased upwards (the winner's curse: with five k within a few percent of each other the
+largest median overstates its k by about one spread of a median). ``--confirm N`` then
+measures auto against that k head to head in N fresh interleaved repetitions per prompt
+(plain, the best k, auto, in turn) and reports the median of the per-repetition ratios
+auto / best k, which no choice was made on.
+
     python bench/auto_k.py --reps 5 --max-tokens 128 [--family smollm2] [--no-calibration]
+                           [--confirm 9]
 """
 
 from __future__ import annotations
@@ -52,6 +60,8 @@ def main() -> int:
                     help="which of the prompts to run (comma-separated)")
     ap.add_argument("--no-calibration", action="store_true",
                     help="auto learns every cost from its run (an empty cache)")
+    ap.add_argument("--confirm", type=int, default=0, metavar="N",
+                    help="then auto against the sweep's best k, N fresh repetitions each")
     args = ap.parse_args()
 
     from specdeck.cli import main as specdeck
@@ -69,9 +79,10 @@ def main() -> int:
     fixed = [int(k) for k in args.ks.split(",")]
     texts = {key: get_prompt(key).text for key in ("code", "prose")} | HELD_OUT
     prompts = [SweepPrompt(name, texts[name], name) for name in args.prompts.split(",")]
-    cells = sweep_cells(SweepRequest(
+    request = SweepRequest(
         target=demo.target, draft=demo.draft, prompts=prompts, strategies=["draft"],
-        ks=[*fixed, AUTO], reps=args.reps, max_tokens=args.max_tokens))
+        ks=[*fixed, AUTO], reps=args.reps, max_tokens=args.max_tokens)
+    cells = sweep_cells(request)
     print(f"{'prompt':<7} {'plain tok/s':>11} "
           + "".join(f"{'k=' + str(k):>7}" for k in fixed)
           + f" {'auto':>7} {'best fixed':>12} {'auto/best':>9}  where every k loses")
@@ -92,10 +103,39 @@ def main() -> int:
               + "".join(f"{speedups[k]:>6.2f}x" for k in fixed)
               + f" {auto['speedup']:>6.2f}x {best_label:>12} "
               f"{auto['speedup'] / best['speedup']:>9.2f}  {loses}")
+    if args.confirm:
+        cells += confirm(request, cells, args.confirm)
     if not all(c["correct"] is not False for c in cells):
         print("an output differs from plain decoding")
         return 1
     return 0
+
+
+def confirm(request, cells: list[dict], reps: int) -> list[dict]:
+    """Auto against each prompt's best fixed k of ``cells``, head to head in ``reps``
+    fresh interleaved repetitions; prints the per-prompt verdict, returns the new cells."""
+    from dataclasses import replace
+
+    from specdeck.engines.config import AUTO
+    from specdeck.engines.stats import median
+
+    print(f"\nhead to head, {reps} fresh repetitions each (plain, best k, auto in turn):")
+    print(f"{'prompt':<7} {'best k':>6} {'best':>6} {'auto':>6} "
+          f"{'auto/best':>9} {'per-rep ratios (min..max)':>26}")
+    fresh: list[dict] = []
+    for prompt in request.prompts:
+        mine = [c for c in cells if c["prompt"] == prompt.name and c["strategy"] == "draft"]
+        best = max((c for c in mine if c["k"] != AUTO), key=lambda c: c["speedup"])
+        again = sweep_cells(replace(request, prompts=[prompt], ks=[best["k"], AUTO],
+                                    reps=reps))
+        fixed = next(c for c in again if c["strategy"] == "draft" and c["k"] != AUTO)
+        auto = next(c for c in again if c["k"] == AUTO)
+        ratios = [a / b for a, b in zip(auto["tokens_per_s"], fixed["tokens_per_s"])]
+        print(f"{prompt.name:<7} {best['k']:>6} {fixed['speedup']:>5.2f}x "
+              f"{auto['speedup']:>5.2f}x {median(ratios):>9.2f} "
+              f"{min(ratios):>17.2f}..{max(ratios):.2f}")
+        fresh += again
+    return fresh
 
 
 if __name__ == "__main__":

@@ -28,6 +28,7 @@ that: it costs the loop no time, and is one round late.
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
@@ -53,6 +54,14 @@ EXPLORE_IDLE = 32
 START, TRIALS = 2, 3
 #: How many observations' worth the pooled acceptance weighs in at each position.
 PRIOR_WEIGHT = 2.0
+#: Standard errors above its estimate that each position's acceptance may be before
+#: ``auto`` gives up drafting for plain steps: a few drafts rejected at a text's hard
+#: start (the demo's code prompt: 1 of 4 kept, then 70 %) must not make it sit at plain
+#: steps for the rest of a text its drafter predicts well. That doubt is reckoned on the
+#: whole run's drafts (unfaded counts), so it is spent early in a run: a pair whose
+#: drafts do not pay soon stops paying for it, and a long stretch of plain steps is
+#: left to the regular explorations.
+OPTIMISM = 1.5
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -125,6 +134,10 @@ class AdaptiveLength:
         #: before it accepted) and of those that kept it.
         self.reached = [0.0] * most
         self.kept = [0.0] * most
+        #: Per position: drafting rounds that reached it and that kept it, over the
+        #: whole run (unfaded).
+        self.judged = [0] * most
+        self.kept_all = [0] * most
         self.one_token = RecentMedian()
         #: The seconds of the plain steps since the last drafting round. A plain step
         #: followed by another queues it before reading its own token, so a stretch's
@@ -156,28 +169,37 @@ class AdaptiveLength:
         self.drafting_rounds += 1
         for i in range(min(event.accepted + 1, drafted, self.most)):
             self.reached[i] += 1.0
+            self.judged[i] += 1
             if i < event.accepted:
                 self.kept[i] += 1.0
+                self.kept_all[i] += 1
         if event.index:
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
             self.totals.setdefault(drafted, RecentMedian()).add(
                 event.draft_seconds + event.verify_seconds)
 
-    def survival(self) -> list[float]:
+    def survival(self, optimism: float = 0.0) -> list[float]:
         """``s_i`` for i = 1..most: the product of each position's conditional
         acceptance, drawn towards the acceptance pooled over positions where a position
-        was reached rarely (the pooled one alone where never)."""
-        pooled = (sum(self.kept) + 1.0) / (sum(self.reached) + 2.0)
+        was reached rarely (the pooled one alone where never). With ``optimism``: on
+        the whole run's counts, each that many standard errors higher."""
+        reached_counts, kept_counts = (
+            (self.judged, self.kept_all) if optimism else (self.reached, self.kept))
+        pooled = (sum(kept_counts) + 1.0) / (sum(reached_counts) + 2.0)
         survival, alive = [], 1.0
-        for reached, kept in zip(self.reached, self.kept):
-            alive *= (kept + PRIOR_WEIGHT * pooled) / (reached + PRIOR_WEIGHT)
+        for reached, kept in zip(reached_counts, kept_counts):
+            weight = reached + PRIOR_WEIGHT
+            rate = (kept + PRIOR_WEIGHT * pooled) / weight
+            if optimism:
+                rate = min(1.0, rate + optimism * math.sqrt(rate * (1.0 - rate) / weight))
+            alive *= rate
             survival.append(alive)
         return survival
 
-    def models(self) -> dict[int, CostModel]:
+    def models(self, optimism: float = 0.0) -> dict[int, CostModel]:
         """A cost model per verify length measured, priced in one-token passes."""
-        survival = self.survival()
+        survival = self.survival(optimism)
         return {
             drafts: CostModel.measured(
                 survival, drafts, self.draft_step.value, mean.value, self.one_token.value,
@@ -197,7 +219,7 @@ class AdaptiveLength:
         passes = self.prior[1]
         return median([mean.value / passes[drafts] for drafts, mean in self.verify.items()])
 
-    def calibrated(self) -> CostModel:
+    def calibrated(self, optimism: float = 0.0) -> CostModel:
         """The cost model with a calibration: the run's timings where it has them, in
         one-token passes. A length the run has not timed keeps the calibration's
         shape, corrected by the nearest length it has: what that pass costs above a
@@ -220,22 +242,23 @@ class AdaptiveLength:
             return 1.0 + (passes[k] - 1.0) * max(0.0, timed[near] - 1.0) / over
 
         costs = (1.0, *(verify(k) for k in range(1, self.most + 1)))
-        return CostModel(tuple(self.survival()), float(self.most), draft_step,
+        return CostModel(tuple(self.survival(optimism)), float(self.most), draft_step,
                          costs[self.most], "one-token passes", verify_passes=costs)
 
-    def predictions(self) -> list[tuple[float, float]]:
-        """``(E(k), C(k))`` for k = 0..most, in one-token passes. A k the run has drafted
+    def predictions(self, optimism: float = 0.0) -> list[tuple[float, float]]:
+        """``(E(k), C(k))`` for k = 0..most, in one-token passes (``survival(optimism)``
+        for E). A k the run has drafted
         costs what its rounds took as a whole; any other is priced by the calibration
         (``calibrated``) or, without one, by the model of the verify length measured
         nearest to it, shifted by what that model missed at the nearest k timed (the
         loop's own work each round, which a split into draft steps and a verify pass
         spreads over the drafts)."""
         if self.prior is not None:
-            calibrated = self.calibrated()
+            calibrated = self.calibrated(optimism)
             priced = [(calibrated.expected_tokens(k), calibrated.round_cost(k))
                       for k in range(1, self.most + 1)]
         else:
-            models = self.models()
+            models = self.models(optimism)
             measured = sorted(models)
             priced = []
             for k in range(1, self.most + 1):
@@ -271,6 +294,19 @@ class AdaptiveLength:
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
         k, explored = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE)
+        if not best and not explored:
+            # Plain steps win on the estimates; draft on while the drafts judged are too
+            # few to rule out a k that pays: the one that would pay most, at most one
+            # position past the deepest judged (hope spent on positions no draft reaches
+            # would never run out).
+            frontier = sum(1 for n in self.judged if n) + 1
+            hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
+            hope = max(range(min(len(hopeful), frontier + 1)),
+                       key=lambda k: (hopeful[k], -k))
+            if hope:
+                self.explored_at, self.explorations = self.rounds, self.explorations + 1
+                tokens, cost = predicted[hope]
+                return LengthChoice(hope, tokens, cost, True)
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
             if best == 0:
@@ -317,7 +353,8 @@ def choice_words(event: Round) -> str | None:
             return f"auto chose {drafts}: nothing measured yet, so it times a plain step first"
         return (f"auto chose {drafts}: one of its first {TRIALS} tries, before it chooses "
                 "from the drafts they judge")
-    explored = "; exploring a neighbour of the best k" if event.auto_explored else ""
+    explored = ("; exploring: a k other than the best predicted, to keep its estimates "
+                "honest" if event.auto_explored else "")
     if event.auto_k == 0:
         return f"auto chose a plain step: no k was predicted to pay for its cost{explored}"
     gain = event.auto_tokens / event.auto_cost
