@@ -134,6 +134,14 @@ EVERYDAY_TEMPLATES = [
     "Answer briefly: what is the main idea behind {}?",
     "Write a note to a friend recommending {}.",
     "Ask me three quiz questions about {}.",
+    "Give a step-by-step guide to {}.",
+    "Write a very short story about {}.",
+    "Summarise the key points about {}.",
+    "What questions do people often ask about {}?",
+    "Write a friendly tweet about {}.",
+    "Explain {} in simple terms.",
+    "What is the history of {}, briefly?",
+    "Write a short dialogue between two friends about {}.",
 ]
 
 
@@ -581,6 +589,8 @@ def main(argv: list[str] | None = None) -> int:
             "loss_log_every_25": [row for row in log if row[0] % 25 == 0],
             "policy_log_every_10": [row for row in policy_log if row[0] % 10 == 0],
             "timings": {**previous.get("timings", {}), **timings},
+            # The account of the runs and what they show, written by hand: kept.
+            **{key: previous[key] for key in ("note", "conclusion") if key in previous},
             "machine": f"{platform.machine()} {platform.system()}, mlx {mx.__version__}",
         }
         export(draft, config, s, card)
