@@ -10,6 +10,8 @@ has not tried are priced from what it has (the acceptance pooled over positions;
 cost model's straight line through the nearest length measured). Every eighth round it
 tries a neighbour of the best k instead (one more draft, one fewer), and every 32nd the
 best drafting k while it stands at 0, so that a prediction which went wrong can recover.
+It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``): a few
+rejections at a text's hard start are not enough.
 The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
 then prose) and so does what pays. Costs are medians of the last few rounds of each
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
