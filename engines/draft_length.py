@@ -85,6 +85,15 @@ class LengthChoice:
 class DraftLength(Protocol):
     """Chooses the drafts of the next round and learns from each round run."""
 
+    def hope(self) -> int:
+        """Where plain steps win on the estimates: the k that would pay most were each
+        position's acceptance ``OPTIMISM`` standard errors higher, at most one position
+        past the deepest judged (hope spent on positions no draft reaches would never
+        run out); 0 once the drafts judged rule every such k out."""
+        frontier = sum(1 for n in self.judged if n) + 1
+        hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
+        return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
+
     def choose(self) -> LengthChoice: ...
 
     def observe(self, event: Round) -> None: ...
@@ -95,6 +104,15 @@ class FixedLength:
 
     def __init__(self, k: int) -> None:
         self.choice = LengthChoice(k)
+
+    def hope(self) -> int:
+        """Where plain steps win on the estimates: the k that would pay most were each
+        position's acceptance ``OPTIMISM`` standard errors higher, at most one position
+        past the deepest judged (hope spent on positions no draft reaches would never
+        run out); 0 once the drafts judged rule every such k out."""
+        frontier = sum(1 for n in self.judged if n) + 1
+        hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
+        return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
 
     def choose(self) -> LengthChoice:
         return self.choice
@@ -285,6 +303,15 @@ class AdaptiveLength:
         model = self.calibrated()
         return any(model.round_cost(k) < k + 1 for k in range(1, self.most + 1))
 
+    def hope(self) -> int:
+        """Where plain steps win on the estimates: the k that would pay most were each
+        position's acceptance ``OPTIMISM`` standard errors higher, at most one position
+        past the deepest judged (hope spent on positions no draft reaches would never
+        run out); 0 once the drafts judged rule every such k out."""
+        frontier = sum(1 for n in self.judged if n) + 1
+        hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
+        return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
+
     def choose(self) -> LengthChoice:
         self.rounds += 1
         if self.prior is None and not self.one_token.count:
@@ -296,26 +323,16 @@ class AdaptiveLength:
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
         k, explored = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE)
-        if not best and not explored:
-            # Plain steps win on the estimates; draft on while the drafts judged are too
-            # few to rule out a k that pays: the one that would pay most, at most one
-            # position past the deepest judged (hope spent on positions no draft reaches
-            # would never run out).
-            frontier = sum(1 for n in self.judged if n) + 1
-            hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
-            hope = max(range(min(len(hopeful), frontier + 1)),
-                       key=lambda k: (hopeful[k], -k))
-            if hope:
-                self.explored_at, self.explorations = self.rounds, self.explorations + 1
-                tokens, cost = predicted[hope]
-                return LengthChoice(hope, tokens, cost, True)
+        if explored and best == 0:
+            k = max(range(1, len(speed)), key=lambda k: (speed[k], -k))
+        elif explored:
+            up = self.explorations % 2 == 0 and best < self.most
+            k = best + 1 if up else best - 1
+        elif best == 0:
+            k = self.hope()
+            explored = k > 0
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
-            if best == 0:
-                k = max(range(1, len(speed)), key=lambda k: (speed[k], -k))
-            else:
-                up = self.explorations % 2 == 1 and best < self.most
-                k = best + 1 if up else best - 1
         tokens, cost = predicted[k]
         return LengthChoice(k, tokens, cost, explored)
 
