@@ -85,15 +85,6 @@ class LengthChoice:
 class DraftLength(Protocol):
     """Chooses the drafts of the next round and learns from each round run."""
 
-    def hope(self) -> int:
-        """Where plain steps win on the estimates: the k that would pay most were each
-        position's acceptance ``OPTIMISM`` standard errors higher, at most one position
-        past the deepest judged (hope spent on positions no draft reaches would never
-        run out); 0 once the drafts judged rule every such k out."""
-        frontier = sum(1 for n in self.judged if n) + 1
-        hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
-        return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
-
     def choose(self) -> LengthChoice: ...
 
     def observe(self, event: Round) -> None: ...
@@ -104,15 +95,6 @@ class FixedLength:
 
     def __init__(self, k: int) -> None:
         self.choice = LengthChoice(k)
-
-    def hope(self) -> int:
-        """Where plain steps win on the estimates: the k that would pay most were each
-        position's acceptance ``OPTIMISM`` standard errors higher, at most one position
-        past the deepest judged (hope spent on positions no draft reaches would never
-        run out); 0 once the drafts judged rule every such k out."""
-        frontier = sum(1 for n in self.judged if n) + 1
-        hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
-        return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
 
     def choose(self) -> LengthChoice:
         return self.choice
