@@ -71,7 +71,7 @@ OPTIMISM = 1.5
 #: more than this share of the run (``max_tokens`` one-token passes) beyond the tokens
 #: they gave: near break-even the doubt lasts a few dozen rounds, each a little slower
 #: than a plain step, and on a prompt where no k pays that must stay within the noise.
-HOPE_BUDGET = 0.05
+HOPE_BUDGET = 0.02
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05

@@ -464,14 +464,14 @@ def near_break_even(run_tokens: int, rounds: int = 96) -> tuple[AdaptiveLength, 
 
 def test_the_doubt_near_break_even_is_paid_within_a_budget() -> None:
     """Near break-even the doubt lasts (18 hopeful rounds in 96 with no limit), each a
-    little slower than a plain step: on a 48-token run ``auto`` drafts on only while its
+    little slower than a plain step: on a 96-token run ``auto`` drafts on only while its
     drafting rounds have lost at most ``HOPE_BUDGET`` of the run beyond their tokens
     (the round that crosses it included), then plain steps and rare explorations."""
-    short, short_choices = near_break_even(48)
+    short, short_choices = near_break_even(96)
     endless, endless_choices = near_break_even(10**6)
     hoped = lambda choices: sum(c.explored for c in choices)  # noqa: E731
     assert hoped(endless_choices) >= 3 * hoped(short_choices)
     # What the rounds lost, in plain steps: 0.65 for a draft rejected, -0.35 for one kept.
-    assert short.budget == HOPE_BUDGET * 48
+    assert short.budget == HOPE_BUDGET * 96
     assert short.budget < short.lost <= short.budget + 1.0 < endless.lost
     assert set(settled(short_choices)) == {0}
