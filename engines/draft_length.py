@@ -6,17 +6,14 @@ before it had, and the measured seconds of a draft step, of a one-token pass and
 verify pass of each length it has run. Before each round it asks ``engines.cost_model``
 what every k from 0 to its most would give, ``E(k) / C(k)`` tokens per one-token pass,
 and picks the best: 0 (a plain step) when no k pays for itself. Positions and lengths it
-has not tried are priced from what it has (the acceptance pooled over positions and the
-whole run; the cost model's straight line through the nearest length measured). Every
-eighth round it tries a neighbour of the best k instead (one more draft, one fewer), and
-while it stands at 0 the best drafting k after 32 rounds, then every 64, so that a
-prediction which went wrong can recover.
+has not tried are priced from what it has (the acceptance pooled over positions; the
+cost model's straight line through the nearest length measured). Every eighth round it
+tries a neighbour of the best k instead (one more draft, one fewer), and every 32nd the
+best drafting k while it stands at 0, so that a prediction which went wrong can recover.
 It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``): a few
-rejections at a text's hard start are not enough. That doubt is paid for from a budget
-(``HOPE_BUDGET``): near break-even it would last dozens of rounds, each a little slower
-than a plain step.
-The acceptance counts fade over a few dozen rounds (towards the whole run's acceptance):
-the text changes (a copied block, then prose) and so does what pays. Costs are medians of the last few rounds of each
+rejections at a text's hard start are not enough.
+The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
+then prose) and so does what pays. Costs are medians of the last few rounds of each
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
 is left out of them.
 
@@ -67,11 +64,6 @@ PRIOR_WEIGHT = 2.0
 #: drafts do not pay soon stops paying for it, and a long stretch of plain steps is
 #: left to the regular explorations.
 OPTIMISM = 1.5
-#: That doubt is paid for only while the run's drafting rounds together have cost no
-#: more than this share of the run (``max_tokens`` one-token passes) beyond the tokens
-#: they gave: near break-even the doubt lasts a few dozen rounds, each a little slower
-#: than a plain step, and on a prompt where no k pays that must stay within the noise.
-HOPE_BUDGET = 0.02
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -135,13 +127,8 @@ class AdaptiveLength:
     """``auto``: each round's k from the acceptance and costs measured so far."""
 
     def __init__(self, most: int,
-                 prior: tuple[float, tuple[float, ...]] | None = None,
-                 run_tokens: int = 256) -> None:
+                 prior: tuple[float, tuple[float, ...]] | None = None) -> None:
         self.most = most
-        #: What the drafting rounds may have cost beyond their tokens, in one-token
-        #: passes, for ``hope`` to draft on (``HOPE_BUDGET``).
-        self.budget = HOPE_BUDGET * run_tokens
-        self.lost = 0.0
         #: A calibration's draft step and verify passes of 1, 2, ... tokens, in plain
         #: steps (``Calibration.drafting_costs``); None: price only what the run timed.
         self.prior = prior if prior is None or len(prior[1]) > most else None
@@ -165,10 +152,7 @@ class AdaptiveLength:
         #: (drafting, verifying and the loop's own work) by drafts.
         self.verify: dict[int, RecentMedian] = {}
         self.totals: dict[int, RecentMedian] = {}
-        self.rounds = self.explored_at = self.explorations = 0
-        #: Rounds between explorations while plain steps win: doubled after the first,
-        #: which a short run whose drafts never pay then pays for once.
-        self.idle_every = EXPLORE_IDLE
+        self.rounds = self.explored_at = self.explorations = self.drafting_rounds = 0
 
     def observe(self, event: Round) -> None:
         fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
@@ -184,6 +168,7 @@ class AdaptiveLength:
         if self.stretch:  # its first ran on into the next, its last did not: their mean
             self.one_token.add((self.stretch[0] + self.stretch[-1]) / 2)
         self.stretch = []
+        self.drafting_rounds += 1
         for i in range(min(event.accepted + 1, drafted, self.most)):
             self.reached[i] += 1.0
             self.judged[i] += 1
@@ -191,9 +176,6 @@ class AdaptiveLength:
                 self.kept[i] += 1.0
                 self.kept_all[i] += 1
         if event.index:
-            if unit := self.unit():
-                seconds = event.draft_seconds + event.verify_seconds
-                self.lost += seconds / unit - len(event.tokens)
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
             self.totals.setdefault(drafted, RecentMedian()).add(
@@ -201,14 +183,12 @@ class AdaptiveLength:
 
     def survival(self, optimism: float = 0.0) -> list[float]:
         """``s_i`` for i = 1..most: the product of each position's conditional
-        acceptance, drawn towards the acceptance pooled over positions and the whole
-        run where a position was reached rarely (the pooled one alone where never): a
-        long stretch of plain steps fades the counts towards what the run has seen, not
-        towards one draft in two, which would have it drafting again where drafts failed. With ``optimism``: on
+        acceptance, drawn towards the acceptance pooled over positions where a position
+        was reached rarely (the pooled one alone where never). With ``optimism``: on
         the whole run's counts, each that many standard errors higher."""
         reached_counts, kept_counts = (
             (self.judged, self.kept_all) if optimism else (self.reached, self.kept))
-        pooled = (sum(self.kept_all) + 1.0) / (sum(self.judged) + 2.0)
+        pooled = (sum(kept_counts) + 1.0) / (sum(reached_counts) + 2.0)
         survival, alive = [], 1.0
         for reached, kept in zip(reached_counts, kept_counts):
             weight = reached + PRIOR_WEIGHT
@@ -318,22 +298,19 @@ class AdaptiveLength:
         self.rounds += 1
         if self.prior is None and not self.one_token.count:
             return LengthChoice(0)  # time a plain step first
-        if self.judged[0] < TRIALS and self.could_pay():
+        if self.drafting_rounds < TRIALS and self.could_pay():
             return LengthChoice(min(START, self.most))
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
-        if best:
-            self.idle_every = EXPLORE_IDLE
         k, explored = best, self.rounds - self.explored_at >= (
-            EXPLORE_EVERY if best else self.idle_every)
+            EXPLORE_EVERY if best else EXPLORE_IDLE)
         if explored and best == 0:
             k = max(range(1, len(speed)), key=lambda k: (speed[k], -k))
-            self.idle_every = 2 * EXPLORE_IDLE
         elif explored:
             up = self.explorations % 2 == 0 and best < self.most
             k = best + 1 if up else best - 1
-        elif best == 0 and self.lost <= self.budget:
+        elif best == 0:
             k = self.hope()
             explored = k > 0
         if explored:
@@ -350,7 +327,7 @@ def draft_length(settings: DecodeSettings, drafter: str,
     if count != AUTO:
         return FixedLength(count)
     prior = calibration.drafting_costs(drafter) if calibration else None
-    return AdaptiveLength(settings.max_drafts(drafter), prior, settings.max_tokens)
+    return AdaptiveLength(settings.max_drafts(drafter), prior)
 
 
 def auto_estimate_line(calibration: Calibration, proposer: str) -> str:

@@ -12,7 +12,7 @@ from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_IDLE, HOPE_BUDGET, START, TRIALS, AdaptiveLength, FixedLength, LengthChoice, choice_words,
+    EXPLORE_IDLE, START, TRIALS, AdaptiveLength, FixedLength, LengthChoice, choice_words,
     draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -110,11 +110,9 @@ def test_explores_a_neighbour_every_few_rounds_and_recovers() -> None:
     line = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731
     policy = AdaptiveLength(8)
     bad = feed(policy, 0.0, draft_step=0.3, pass_cost=line, rounds=144)
-    explored = [i for i, c in enumerate(bad) if c.explored and i >= 16]
-    assert explored and all(bad[i].k >= 1 for i in explored)
-    # While plain steps win, each exploration that finds nothing doubles the wait.
-    gaps = [b - a for a, b in zip(explored, explored[1:])]
-    assert gaps == [EXPLORE_IDLE * 2 ** n for n in range(1, len(gaps) + 1)]
+    explored = [c for c in bad[16:] if c.explored]
+    assert explored and all(c.k >= 1 for c in explored)
+    assert len(explored) == pytest.approx(len(bad[16:]) / EXPLORE_IDLE, abs=1)
     # The text turns copyable: the drafts start surviving, and the exploration sees it.
     recovered = feed(policy, 1.0, draft_step=0.3, pass_cost=line, rounds=96)
     assert settled(recovered)[-8:] == [max(settled(recovered))] * 8
@@ -446,32 +444,3 @@ def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
     sweep = sweep_from_document(document)
     assert [c["k"] for c in sweep.cells] == [None, 1, AUTO, 1, AUTO]
     assert [x for points in series_of(sweep.cells).values() for x, _ in points] == [1, 1]
-
-
-def near_break_even(run_tokens: int, rounds: int = 96) -> tuple[AdaptiveLength, list[LengthChoice]]:
-    """A first draft kept one round in two, never a second, where a round of one draft
-    costs 1.65 plain steps (k = 1 breaks even at 65 %): too close for a few dozen
-    drafts to rule drafting out at ``OPTIMISM`` standard errors."""
-    policy, choices = AdaptiveLength(8, run_tokens=run_tokens), []
-    for i in range(rounds):
-        choices.append(choice := policy.choose())
-        kept = min(choice.k, i % 2)
-        policy.observe(synthetic(choice.k, kept, draft_step=0.2,
-                                 verify=1.45 + 0.05 * (choice.k - 1), index=i + 1)
-                       if choice.k else synthetic(0, 0, draft_step=0, verify=1.0, index=i + 1))
-    return policy, choices
-
-
-def test_the_doubt_near_break_even_is_paid_within_a_budget() -> None:
-    """Near break-even the doubt lasts (18 hopeful rounds in 96 with no limit), each a
-    little slower than a plain step: on a 96-token run ``auto`` drafts on only while its
-    drafting rounds have lost at most ``HOPE_BUDGET`` of the run beyond their tokens
-    (the round that crosses it included), then plain steps and rare explorations."""
-    short, short_choices = near_break_even(96)
-    endless, endless_choices = near_break_even(10**6)
-    hoped = lambda choices: sum(c.explored for c in choices)  # noqa: E731
-    assert hoped(endless_choices) >= 3 * hoped(short_choices)
-    # What the rounds lost, in plain steps: 0.65 for a draft rejected, -0.35 for one kept.
-    assert short.budget == HOPE_BUDGET * 96
-    assert short.budget < short.lost <= short.budget + 1.0 < endless.lost
-    assert set(settled(short_choices)) == {0}
