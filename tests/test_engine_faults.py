@@ -15,19 +15,11 @@ from specdeck.engine_host import RunCommand, RunEnded, ThreadHost
 from specdeck.session import load_session
 from specdeck.tui.app import SpecdeckApp
 from test_tui_app import SIZE, make_request
-from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.pilot import run_async, settle, until
 
 
 def status(app) -> str:
     return str(app.query_one("#status").render())
-
-
-async def until(pilot, condition, seconds: float = 120.0) -> None:
-    for _ in range(int(seconds / 0.05)):
-        if condition():
-            return
-        await pilot.pause(0.05)
-    raise AssertionError("the condition never held")
 
 
 @run_async

@@ -29,7 +29,7 @@ from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.stats_strip import pack_figures, stats_figures
 from specdeck.tui.sweep_view import SweepScreen
 from specdeck.tui.token_view import REJECTED_NEWLINE, TokenView
-from specdeck.testing.pilot import run_async, screen_text, settle
+from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.testing.traces import demo_traces
 from session_helpers import document, sample_traces, sweep_document
 
@@ -56,7 +56,7 @@ def replay_of(path: Path, **kwargs) -> SpecdeckApp:
 
 async def raced(app: SpecdeckApp, pilot) -> None:
     """The replay's race run to its end: every pane shows its whole run."""
-    await pilot.pause()
+    await until(pilot, lambda: app.playback is not None)
     app.seek_race(1e9)
     await pilot.pause()
 
@@ -246,8 +246,8 @@ async def test_at_80x24_settings_scroll_and_say_what_is_wrong_help_scrolls_foote
         assert isinstance(settings, SettingsScreen)
         seed = settings.query_one("#seed", Input)
         seed.focus()
-        await pilot.pause()
-        assert Region(0, 0, 80, 24).contains_region(seed.region)  # scrolled to it
+        await until(pilot, lambda: Region(0, 0, 80, 24).contains_region(seed.region),
+                    seconds=5.0)  # scrolled to it
         assert shows(screen_text(app).splitlines(), "seed")
         settings.query_one("#k", Input).value = "zzz"
         await pilot.press("ctrl+s")
@@ -282,10 +282,10 @@ async def test_settings_open_at_their_title_with_the_model_paths_whole(tiny_fami
         async with app.run_test(size=size) as pilot:
             await settle(app, pilot)
             await pilot.press("s")
-            for _ in range(3):
+            await until(pilot, lambda: isinstance(app.screen, SettingsScreen), seconds=5.0)
+            for _ in range(3):  # laid out and scrolled where it opens
                 await pilot.pause()
             settings = app.screen
-            assert isinstance(settings, SettingsScreen)
             assert settings.query_one("#settings-body").scroll_y == 0, size
             assert shows(screen_text(app).splitlines(), "Settings — ctrl+s applies"), size
             target = settings.query_one("#target", Input)

@@ -18,7 +18,7 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.formatting import percent, times
 from specdeck.engines.requests import CompareRequest
 from specdeck.session import load_session
-from specdeck.testing.pilot import run_async, screen_text, settle
+from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.glossary import GLOSSARY
@@ -51,7 +51,7 @@ def four_panes_at_k16():
 
 
 async def finish_race(app: SpecdeckApp, pilot) -> None:
-    await pilot.pause()
+    await until(pilot, lambda: app.playback is not None)
     app.seek_race(1e9)
     app.race_tick()
     await pilot.pause()

@@ -31,6 +31,16 @@ async def settle(app: Any, pilot: Any, timeout: float = 120.0) -> None:
     await pilot.pause()
 
 
+async def until(pilot: Any, condition: Callable[[], bool], seconds: float = 120.0) -> None:
+    """Let the app run until ``condition()`` holds (a scroll, a race's start): on a
+    loaded machine one pause is not always enough for Textual to get there."""
+    for _ in range(int(seconds / 0.05)):
+        if condition():
+            return
+        await pilot.pause(0.05)
+    raise AssertionError("the condition never held")
+
+
 def screen_text(app: Any) -> str:
     """What the screen shows, as text (what the terminal would be sent, styles left out):
     what a person reads, cut where the screen cuts it."""
