@@ -286,6 +286,7 @@ async def test_settings_open_at_their_title_with_the_model_paths_whole(tiny_fami
             for _ in range(3):  # laid out and scrolled where it opens
                 await pilot.pause()
             settings = app.screen
+            assert isinstance(settings, SettingsScreen)
             assert settings.query_one("#settings-body").scroll_y == 0, size
             assert shows(screen_text(app).splitlines(), "Settings — ctrl+s applies"), size
             target = settings.query_one("#target", Input)
