@@ -246,8 +246,10 @@ async def test_at_80x24_settings_scroll_and_say_what_is_wrong_help_scrolls_foote
         assert isinstance(settings, SettingsScreen)
         seed = settings.query_one("#seed", Input)
         seed.focus()
-        await until(pilot, lambda: Region(0, 0, 80, 24).contains_region(seed.region),
-                    seconds=5.0)  # scrolled to it
+        # Scrolled to it, and drawn so (the field's region moves before the screen
+        # is painted again).
+        await until(pilot, lambda: shows(screen_text(app).splitlines(), "seed"), seconds=5.0)
+        assert Region(0, 0, 80, 24).contains_region(seed.region)
         assert shows(screen_text(app).splitlines(), "seed")
         settings.query_one("#k", Input).value = "zzz"
         await pilot.press("ctrl+s")
