@@ -377,6 +377,26 @@ def test_a_round_that_drafts_nothing_is_all_the_targets_time(tiny_family, store,
     assert compute_stats(trace.events).single_pass_seconds > 0
 
 
+@pytest.mark.parametrize("drafter", ["llama_draft", "hybrid_draft"])
+def test_a_draft_catches_up_on_the_rounds_it_skipped(tiny_family, store, scripted,
+                                                     drafter) -> None:
+    """After plain steps (a script's 0s, two in a row too) the draft model proposes what
+    it would from the whole text so far: its catching up fed every skipped token."""
+    draft_model = store.get(str(tiny_family[drafter]))
+    models = Models(store.get(str(tiny_family["llama_target"])), draft_model)
+    trace = run("draft", models, greedy())
+    prompt = models.target.tokenizer.encode(PROMPT)
+    done: list[int] = []
+    after_skips = 0
+    for i, r in enumerate(trace.rounds):
+        if r.drafted:
+            own = run_strategy("plain", Models(draft_model), prompt + done,
+                               greedy(max_tokens=len(r.drafted)))
+            assert r.drafted == Trace("plain", list(own)).tokens, f"round {i}"
+            after_skips += i > 1 and not trace.rounds[i - 1].drafted
+        done += r.tokens
+    assert after_skips >= 3
+
 SAMPLING = Sampling(temperature=0.9, top_k=30)
 
 
