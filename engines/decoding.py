@@ -35,6 +35,13 @@ def forward(model: Any, cache: Sequence[Any], tokens: mx.array) -> mx.array:
     return log_probs(model(tokens[None], cache=cache).squeeze(0))
 
 
+def output_layer(model: Any) -> Any:
+    """The layer that maps a causal LM's final hidden states to logits: ``lm_head``, or
+    the embedding when the two are tied."""
+    text = getattr(model, "language_model", model)
+    return text.lm_head if "lm_head" in text else text.model.embed_tokens
+
+
 def split_at_output(model: Any) -> tuple[Any, Callable[[mx.array], mx.array]]:
     """A causal LM cut where its output layer begins: (trunk, output layer).
 
@@ -46,7 +53,8 @@ def split_at_output(model: Any) -> tuple[Any, Callable[[mx.array], mx.array]]:
     rank's slice of the vocabulary, as the model's own call does.
     """
     text = getattr(model, "language_model", model)
-    output = text.lm_head if "lm_head" in text else text.model.embed_tokens.as_linear
+    layer = output_layer(model)
+    output = layer if "lm_head" in text else layer.as_linear
     group = getattr(text, "sharding_group", None)
     if group is not None:  # a tensor-split output layer holds a slice of the vocabulary
         from mlx_lm.models.base import gather_last_axis

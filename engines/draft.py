@@ -10,7 +10,8 @@ from mlx_lm.models.cache import make_prompt_cache
 
 from specdeck.engines.calibration import Calibration
 from specdeck.engines.config import DecodeSettings
-from specdeck.engines.decoding import Clock, forward, prefill
+from specdeck.engines.decoding import Clock, prefill
+from specdeck.engines.draft_vocab import WholeVocabulary
 from specdeck.engines.draft_length import draft_length
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel
@@ -29,7 +30,8 @@ class DraftModel:
     leaves the round's tokens pending: its next draft step catches up on them as a
     prefill does, for their cache entries only, so the output layer runs on the last one
     alone (on a 49k vocabulary it is most of the cost: 32 skipped tokens took 34 ms
-    through the whole model and 13 ms this way on the CPU).
+    through the whole model and 13 ms this way on the CPU). A draft whose folder lists
+    the tokens it drafts from steps over those alone (``engines.draft_vocab``).
     """
 
     wants_hidden = False
@@ -39,6 +41,7 @@ class DraftModel:
         self.cache = make_prompt_cache(self.model, max_kv_size=settings.max_kv_size)
         self.sampling = settings.sampling
         self.prefill_step_size = settings.prefill_step_size
+        self.vocabulary = draft.vocabulary or WholeVocabulary(self.model)
         self.keys = keys
         self.pending: mx.array | None = None
         self.points: list[Checkpoint] = []
@@ -66,11 +69,11 @@ class DraftModel:
             self.points.append(checkpoint(self.cache, y.size))
             # (1, V) and (1,): no reshaping between steps (on the CPU backend every
             # operation costs dispatch time, and this loop is most of a round).
-            lp = sampling_logprobs(forward(self.model, self.cache, y)[-1:], self.sampling)
-            y = choose(lp, self.sampling, self.keys)
+            lp = sampling_logprobs(self.vocabulary.step(self.cache, y), self.sampling)
+            y = self.vocabulary.pick(choose(lp, self.sampling, self.keys))
             mx.async_eval(y)
             drafts.append(y)
-            lps.append(lp)
+            lps.append(self.vocabulary.widen(lp))
         return mx.concatenate(drafts), mx.concatenate(lps)
 
     def settle(

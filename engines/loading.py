@@ -22,6 +22,7 @@ from mlx.utils import tree_flatten, tree_map
 from specdeck.engines.catalog import (
     read_config, refuse_custom_code, require_findable, require_model_dir,
 )
+from specdeck.engines.draft_vocab import DraftVocabulary, draft_vocabulary
 from specdeck.engines.errors import ModelError
 
 #: Files needed to read a model's configuration and tokenizer without its weights.
@@ -42,6 +43,8 @@ class LoadedModel:
     revision: str | None = None
     #: Arrays cast to float32 for the CPU backend (see ``prefer_fast_dtype``).
     upcast: bool = False
+    #: The tokens it drafts from when its folder lists them (``engines.draft_vocab``).
+    vocabulary: DraftVocabulary | None = None
 
     @property
     def name(self) -> str:
@@ -238,4 +241,5 @@ class ModelStore:
         except Exception as exc:
             raise ModelError(f"cannot load the model {source}: {_short(exc)}") from exc
         upcast = prefer_fast_dtype(model) if dtype == "fast" else False
-        return LoadedModel(source, path, model, tokenizer, config, revision, upcast)
+        return LoadedModel(source, path, model, tokenizer, config, revision, upcast,
+                           draft_vocabulary(model, path))

@@ -39,6 +39,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from specdeck.engines.calibration import REPS, WARMUP, Calibration, Timing
 from specdeck.engines.capture import commit_prefix, forward_captured, supports_capture
 from specdeck.engines.decoding import Clock, forward, forward_hidden, prefill
+from specdeck.engines.draft_vocab import WholeVocabulary
 from specdeck.engines.group_costs import PASS_SIZES
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.machine import machine_fingerprint
@@ -129,8 +130,10 @@ def _pass_probe(model, cache, tokens: list[int], n: int) -> Probe:
 
 def _draft_probe(draft: LoadedModel, prompt: list[int]) -> Probe:
     """``CHAIN`` draft steps from the prefilled prompt, queued one on the other and read
-    back together, as a round drafts (``engines.draft``)."""
+    back together, as a round drafts (``engines.draft``: over the tokens the draft's
+    folder lists, when it lists them)."""
     model = draft.model
+    vocabulary = draft.vocabulary or WholeVocabulary(model)
     cache = make_prompt_cache(model)
     with mx.stream(generation_stream):
         rest = prefill(model, cache, mx.array(prompt, mx.uint32), 512)
@@ -140,7 +143,9 @@ def _draft_probe(draft: LoadedModel, prompt: list[int]) -> Probe:
         point = checkpoint(cache, CHAIN)
         y, drafts = rest, []
         for _ in range(CHAIN):
-            y = _greedy(model, cache, y)
+            with mx.stream(generation_stream):
+                y = vocabulary.pick(mx.argmax(vocabulary.step(cache, y), axis=-1))
+            mx.async_eval(y)
             drafts.append(y)
         mx.concatenate(drafts).tolist()
         restore(cache, point, discard=CHAIN)

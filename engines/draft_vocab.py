@@ -1,0 +1,117 @@
+"""A draft model that proposes only its vocabulary's most frequent tokens.
+
+A small draft sharing a large vocabulary spends most of each step in its output layer
+(smollm2's two-layer draft: 28M of its 37M multiply-adds go to 49,152 rows of 576). As
+FR-Spec (Zhao et al., 2025) does, a draft folder may list the tokens it drafts from
+(``DRAFT_VOCAB_FILE``, the most frequent ones of the text it was trained on); each draft
+step then runs the output layer on those rows only. Its sampling log-probs are widened
+back to the whole vocabulary with every other token impossible (q = 0), so the verify
+rule is unchanged and speculation stays lossless: a token the draft cannot propose is
+simply one it never guesses.
+
+The file is data from a model folder, so it is checked before use: a JSON object whose
+``tokens`` are distinct integers inside the draft's vocabulary, in a bounded file.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Sequence
+
+import mlx.core as mx
+import mlx.nn as nn
+
+from specdeck.engines.decoding import forward, log_probs, output_layer, split_at_output
+from specdeck.engines.errors import ModelError
+from specdeck.engines.files import UnreadableFile, read_regular
+
+DRAFT_VOCAB_FILE = "specdeck-draft-vocab.json"
+#: A list of every id of a 256k vocabulary fits well within this.
+MAX_VOCAB_BYTES = 4 * 2**20
+
+
+def read_draft_vocab(folder: Path, vocab_size: int) -> mx.array | None:
+    """The token ids ``folder``'s ``DRAFT_VOCAB_FILE`` lists (sorted), None without one;
+    ModelError naming the file and the fix when it is not a valid list."""
+    import orjson
+
+    path = folder / DRAFT_VOCAB_FILE
+    if not path.exists():
+        return None
+    fix = f"(delete it to draft from the whole vocabulary of {vocab_size:,} tokens)"
+    try:
+        data = orjson.loads(read_regular(path, MAX_VOCAB_BYTES))
+    except (OSError, UnreadableFile, orjson.JSONDecodeError) as exc:
+        raise ModelError(f"cannot read the draft vocabulary {path}: {exc} {fix}") from exc
+    tokens = data.get("tokens") if isinstance(data, dict) else None
+    if not isinstance(tokens, list) or not tokens:
+        raise ModelError(f"the draft vocabulary {path} has no list of tokens {fix}")
+    if not all(type(t) is int and 0 <= t < vocab_size for t in tokens):
+        raise ModelError(f"the draft vocabulary {path} lists something other than token ids "
+                         f"0..{vocab_size - 1} {fix}")
+    if len(set(tokens)) != len(tokens):
+        raise ModelError(f"the draft vocabulary {path} lists a token twice {fix}")
+    return mx.array(sorted(tokens), mx.uint32)
+
+
+class DraftVocabulary:
+    """The output layer of a draft model cut down to ``tokens``: a step's logits over
+    those rows, and the way back to whole-vocabulary ids and log-probs."""
+
+    def __init__(self, model: nn.Module, tokens: mx.array) -> None:
+        layer = output_layer(model)
+        self.trunk = split_at_output(model)[0]
+        self.tokens = tokens
+        self.size = int(layer.weight.shape[0])
+        if isinstance(layer, (nn.QuantizedLinear, nn.QuantizedEmbedding)):
+            biases = getattr(layer, "biases", None)
+            rows = mx.dequantize(layer.weight[tokens], layer.scales[tokens],
+                                 None if biases is None else biases[tokens],
+                                 layer.group_size, layer.bits,
+                                 mode=getattr(layer, "mode", "affine"))
+        else:
+            rows = layer.weight[tokens]
+        self.rows = rows.T
+        self.bias = layer.bias[tokens] if "bias" in layer else None
+        mx.eval(self.rows, *([self.bias] if self.bias is not None else []))
+
+    def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        """Log-probabilities over ``tokens``' rows (1, n) after the last of ``tokens``."""
+        hidden = self.trunk(tokens[None], cache=cache)[0, -1:]
+        logits = hidden @ self.rows
+        return log_probs(logits if self.bias is None else logits + self.bias)
+
+    def pick(self, rows: mx.array) -> mx.array:
+        """The token ids of rows chosen from ``step``'s log-probs."""
+        return self.tokens[rows]
+
+    def widen(self, logprobs: mx.array) -> mx.array:
+        """Log-probs over the rows (1, n) as over the whole vocabulary (1, V): -inf for
+        every token the draft cannot propose."""
+        whole = mx.full((logprobs.shape[0], self.size), -mx.inf, logprobs.dtype)
+        whole[:, self.tokens] = logprobs
+        return whole
+
+
+class WholeVocabulary:
+    """A draft step over the whole vocabulary: ``DraftVocabulary``'s interface for a
+    draft whose folder lists no tokens."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        return forward(self.model, cache, tokens)[-1:]
+
+    def pick(self, rows: mx.array) -> mx.array:
+        return rows
+
+    def widen(self, logprobs: mx.array) -> mx.array:
+        return logprobs
+
+
+def draft_vocabulary(model: nn.Module, folder: Path) -> DraftVocabulary | None:
+    """The cut-down output layer of a model whose ``folder`` lists the tokens it drafts
+    from; None for one that drafts from its whole vocabulary."""
+    tokens = read_draft_vocab(folder, int(output_layer(model).weight.shape[0]))
+    return None if tokens is None else DraftVocabulary(model, tokens)
