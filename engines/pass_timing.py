@@ -39,7 +39,7 @@ from mlx_lm.models.cache import make_prompt_cache
 from specdeck.engines.calibration import REPS, WARMUP, Calibration, Timing
 from specdeck.engines.capture import commit_prefix, forward_captured, supports_capture
 from specdeck.engines.decoding import Clock, forward, forward_hidden, prefill
-from specdeck.engines.draft_vocab import WholeVocabulary
+from specdeck.engines.draft_vocab import DraftVocabulary, WholeVocabulary
 from specdeck.engines.group_costs import PASS_SIZES
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.machine import machine_fingerprint
@@ -74,10 +74,13 @@ class CalibrationProgress:
 Probe = Callable[[], int]
 
 
-def _greedy(model, cache, tokens: mx.array) -> mx.array:
-    """The greedy choice after the last of ``tokens``, queued (not yet computed)."""
+def _greedy(model, cache, tokens: mx.array, vocabulary: DraftVocabulary | None = None
+            ) -> mx.array:
+    """The greedy choice after the last of ``tokens``, queued (not yet computed): among
+    the tokens ``vocabulary`` lists, when given, as a draft with one steps."""
+    steps = vocabulary or WholeVocabulary(model)
     with mx.stream(generation_stream):
-        choice = mx.argmax(forward(model, cache, tokens)[-1:], axis=-1)
+        choice = steps.pick(mx.argmax(steps.step(cache, tokens), axis=-1))
     mx.async_eval(choice)
     return choice
 
@@ -133,7 +136,6 @@ def _draft_probe(draft: LoadedModel, prompt: list[int]) -> Probe:
     back together, as a round drafts (``engines.draft``: over the tokens the draft's
     folder lists, when it lists them)."""
     model = draft.model
-    vocabulary = draft.vocabulary or WholeVocabulary(model)
     cache = make_prompt_cache(model)
     with mx.stream(generation_stream):
         rest = prefill(model, cache, mx.array(prompt, mx.uint32), 512)
@@ -143,9 +145,7 @@ def _draft_probe(draft: LoadedModel, prompt: list[int]) -> Probe:
         point = checkpoint(cache, CHAIN)
         y, drafts = rest, []
         for _ in range(CHAIN):
-            with mx.stream(generation_stream):
-                y = vocabulary.pick(mx.argmax(vocabulary.step(cache, y), axis=-1))
-            mx.async_eval(y)
+            y = _greedy(model, cache, y, draft.vocabulary)
             drafts.append(y)
         mx.concatenate(drafts).tolist()
         restore(cache, point, discard=CHAIN)

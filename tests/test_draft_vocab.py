@@ -79,6 +79,29 @@ def test_listed_tokens_are_what_the_whole_vocabulary_drafts_among_them(models) -
     assert mx.all(mx.isinf(widened[1::2])).item() and mx.allclose(widened[::2], cut).item()
 
 
+@pytest.mark.parametrize("tied", [True, False])
+def test_a_quantized_output_layer_is_cut_down_too(tied) -> None:
+    """A quantized draft's listed rows are dequantized: the same logits as its own layer
+    (a one-layer llama of width 64 built here: the tiny family's 48 cannot be quantized
+    in groups of 32)."""
+    import mlx.nn as nn
+    from mlx_lm.models import llama
+    from mlx_lm.models.cache import make_prompt_cache
+
+    args = llama.ModelArgs(model_type="llama", hidden_size=64, num_hidden_layers=1,
+                           intermediate_size=128, num_attention_heads=4, rms_norm_eps=1e-5,
+                           vocab_size=96, num_key_value_heads=2, tie_word_embeddings=tied)
+    model = llama.Model(args)
+    nn.quantize(model, group_size=32, bits=4)
+    assert isinstance(draft_vocab.output_layer(model),
+                      nn.QuantizedEmbedding if tied else nn.QuantizedLinear)
+    vocabulary = draft_vocab.DraftVocabulary(model, mx.arange(0, 96, 3).astype(mx.uint32))
+    ids = mx.array([5, 17, 3, 40], mx.uint32)
+    whole = model(ids[None])[0, -1][vocabulary.tokens]
+    cut = vocabulary.step(make_prompt_cache(model), ids)[0]
+    assert mx.allclose(cut, whole - mx.logsumexp(whole), atol=1e-4).item()
+
+
 @pytest.mark.slow
 def test_sampling_keeps_the_targets_distribution(models) -> None:
     settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=2,
