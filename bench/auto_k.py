@@ -2,13 +2,14 @@
 
 A family (the demo one by default; ``--family smollm2`` once fetched), temperature 0,
 ``draft`` at k = 1, 2, 4, 8, 16 and auto against plain, on the built-in code and prose
-prompts and on two prompts that are not in ``prompts/`` (held out: the controller was
-never tuned on them). The pair is calibrated first (``specdeck calibrate``, cached), so
-auto starts from this machine's costs; ``--no-calibration`` runs it on an empty cache,
-learning every cost from its own rounds. Per prompt it prints the best fixed k, auto's
-speedup over plain, auto over the best fixed k (the goal: within 5 %), and, where every
-fixed k loses to plain, whether auto stays within the noise of plain (the larger of
-plain's and auto's robust CV).
+prompts and on prompts that are not in ``prompts/`` (held out: no change that was kept
+was chosen on ``csv`` and ``garden``; ``queue`` and ``letter`` ran in side-by-side
+trials of variants that were not kept). The pair is calibrated first (``specdeck
+calibrate``, cached), so auto starts from this machine's costs; ``--no-calibration``
+runs it on an empty cache, learning every cost from its own rounds. Per prompt it
+prints the best fixed k, auto's speedup over plain, auto over the best fixed k (the
+goal: within 5 %), and, where every fixed k loses to plain, whether auto stays within
+the noise of plain (the larger of plain's and auto's robust CV).
 
 The sweep's best fixed k is the fastest of several noisy medians, so its own figure is
 biased upwards (the winner's curse: with five k within a few percent of each other the
@@ -37,7 +38,7 @@ from demo_sweep import sweep_cells  # noqa: E402
 
 #: The fixed k auto is measured against (``--ks``).
 FIXED = [1, 2, 4, 8, 16]
-#: Prompts not in ``prompts/``: code of two other shapes.
+#: Prompts not in ``prompts/``: code of four other shapes, a letter and a question.
 HELD_OUT = {
     "config": 'import json\n\n\ndef load_config(path):\n    """Read a JSON config file and '
               'fill in the defaults."""\n    with open(path) as handle:\n        config = '
@@ -46,6 +47,16 @@ HELD_OUT = {
               'config):\n    """Write a config back to disk."""\n',
     "stack": "class Stack:\n    def __init__(self):\n        self.items = []\n\n    def push("
              "self, item):\n        self.items.append(item)\n\n    def pop(self):\n",
+    "queue": 'from collections import deque\n\n\nclass TaskQueue:\n    """A first-in, first-'
+             'out queue of jobs with a size limit."""\n\n    def __init__(self, limit=100):\n'
+             '        self.limit = limit\n        self.jobs = deque()\n\n    def add(self, '
+             'job):\n',
+    "letter": "Dear neighbours,\n\nThis is a reminder that the street will be closed for "
+              "repairs next week. Please move your cars before Monday morning, and",
+    "csv": 'import csv\n\n\ndef read_scores(path):\n    """Return a dict of player name to '
+           'total score from a CSV file with name,score rows."""\n    totals = {}\n',
+    "garden": "How should I look after a small vegetable garden in a hot, dry summer? "
+              "I grow tomatoes, beans and lettuce.",
 }
 
 
