@@ -11,7 +11,8 @@ cost model's straight line through the nearest length measured). Every eighth ro
 tries a neighbour of the best k instead (one more draft, one fewer), and every 32nd the
 best drafting k while it stands at 0, so that a prediction which went wrong can recover.
 It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``): a few
-rejections at a text's hard start are not enough.
+rejections at a text's hard start are not enough; what that hope may cost a run is
+bounded (``HOPE_BUDGET``).
 The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
 then prose) and so does what pays. Costs are medians of the last few rounds of each
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
@@ -67,6 +68,12 @@ PRIOR_WEIGHT = 2.0
 #: drafts do not pay soon stops paying for it, and a long stretch of plain steps is
 #: left to the regular explorations.
 OPTIMISM = 1.5
+#: What hoping may cost a run, in plain steps: the sum over its hopeful rounds of what
+#: each was predicted (on the estimates, without the optimism) to fall short of plain
+#: steps by. A hopeful round rejected at its first draft judges none of the deeper
+#: positions whose doubt it hoped on, so that doubt never shrinks: without a bound auto
+#: hoped round after round where the first draft is often rejected.
+HOPE_BUDGET = 4.0
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -159,6 +166,8 @@ class AdaptiveLength:
         #: The k of the last choice: the loop runs it while the next choice is made
         #: (``engines.speculative``), so a drafting choice is a round in flight.
         self.in_flight = 0
+        #: Plain steps the hopeful rounds were predicted to lose (``HOPE_BUDGET``).
+        self.hope_spent = 0.0
 
     def observe(self, event: Round) -> None:
         fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
@@ -322,9 +331,10 @@ class AdaptiveLength:
         elif explored:
             up = self.explorations % 2 == 0 and best < self.most
             k = best + 1 if up else best - 1
-        elif best == 0:
+        elif best == 0 and self.hope_spent < HOPE_BUDGET:
             k = self.hope()
             explored = k > 0
+            self.hope_spent += predicted[k][1] - predicted[k][0]
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
         tokens, cost = predicted[k]

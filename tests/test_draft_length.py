@@ -3,16 +3,18 @@ and losslessness whatever sequence of k a run goes through (0 included)."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import pytest
 
 from specdeck.engines import draft, mtp, ngram
+from specdeck.engines import draft_length as draft_length_module
 from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_IDLE, START, TRIALS, AdaptiveLength, FixedLength, LengthChoice, choice_words,
+    EXPLORE_IDLE, HOPE_BUDGET, START, TRIALS, AdaptiveLength, FixedLength, LengthChoice, choice_words,
     draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -244,6 +246,23 @@ def test_a_hard_start_does_not_make_auto_give_up() -> None:
     assert bad[0].k and bad[0].explored
     assert set(settled(bad)) == {0}
     assert len([c for c in bad[16:] if c.k]) <= len(bad[16:]) // EXPLORE_IDLE + 1
+
+
+def test_hoping_costs_a_run_a_bounded_number_of_plain_steps(monkeypatch) -> None:
+    """Drafts just short of paying (3 rounds in 10 keep all their drafts): the doubt of
+    the positions its failed rounds never reach does not shrink, so unbounded hope
+    drafted round after round; the budget bounds what hoping was predicted to cost."""
+    def drafting(budget: float) -> tuple[int, float]:
+        monkeypatch.setattr(draft_length_module, "HOPE_BUDGET", budget)
+        policy = AdaptiveLength(8)
+        choices = feed(policy, 0.3, draft_step=0.2, pass_cost=lambda n: 1.1 + 0.15 * (n - 2),
+                       rounds=192)
+        return sum(1 for c in choices[8:] if c.k), policy.hope_spent
+
+    bounded_rounds, bounded_cost = drafting(HOPE_BUDGET)
+    unbounded_rounds, unbounded_cost = drafting(math.inf)
+    assert HOPE_BUDGET <= bounded_cost < HOPE_BUDGET + 1.0
+    assert unbounded_cost > HOPE_BUDGET + 2.0 and unbounded_rounds > bounded_rounds + 20
 
 
 def test_without_a_plain_step_the_calibration_is_scaled_to_the_run() -> None:
