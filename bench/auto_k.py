@@ -3,8 +3,8 @@
 A family (the demo one by default; ``--family smollm2`` once fetched), temperature 0,
 ``draft`` at k = 1, 2, 4, 8, 16 and auto against plain, on the built-in code and prose
 prompts and on prompts that are not in ``prompts/`` (held out: no change that was kept
-was chosen on ``csv`` and ``garden``; ``queue`` and ``letter`` ran in side-by-side
-trials of variants that were not kept). The pair is calibrated first (``specdeck
+was chosen on ``timer`` and ``picnic``; ``csv`` and ``garden`` chose the hope budget;
+``queue`` and ``letter`` ran in side-by-side trials of variants that were not kept). The pair is calibrated first (``specdeck
 calibrate``, cached), so auto starts from this machine's costs; ``--no-calibration``
 runs it on an empty cache, learning every cost from its own rounds. Per prompt it
 prints the best fixed k, auto's speedup over plain, auto over the best fixed k (the
@@ -38,7 +38,7 @@ from demo_sweep import sweep_cells  # noqa: E402
 
 #: The fixed k auto is measured against (``--ks``).
 FIXED = [1, 2, 4, 8, 16]
-#: Prompts not in ``prompts/``: code of four other shapes, a letter and a question.
+#: Prompts not in ``prompts/``: code of five other shapes, a letter and two questions.
 HELD_OUT = {
     "config": 'import json\n\n\ndef load_config(path):\n    """Read a JSON config file and '
               'fill in the defaults."""\n    with open(path) as handle:\n        config = '
@@ -57,6 +57,11 @@ HELD_OUT = {
            'total score from a CSV file with name,score rows."""\n    totals = {}\n',
     "garden": "How should I look after a small vegetable garden in a hot, dry summer? "
               "I grow tomatoes, beans and lettuce.",
+    "timer": 'import time\nfrom contextlib import contextmanager\n\n\n@contextmanager\ndef '
+             'timed(label):\n    """Print how long the block inside took, in milliseconds.'
+             '"""\n',
+    "picnic": "I am planning a picnic for ten people in the park on Saturday. What food "
+              "and things should I bring?",
 }
 
 
