@@ -14,8 +14,8 @@ from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_IDLE, HOPE_BUDGET, START, TRIALS, AdaptiveLength, FixedLength, LengthChoice, choice_words,
-    draft_length,
+    EXPLORE_IDLE, HOPE_BUDGET, START, TRIALS, AdaptiveLength, FixedLength, LengthChoice,
+    choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.group_costs import PASS_SIZES
@@ -221,8 +221,8 @@ def test_the_runs_own_timings_win_over_the_calibration() -> None:
 
 def hard_start(policy: AdaptiveLength, later: float, rounds: int = 48) -> list[LengthChoice]:
     """Of its first tries only the last keeps its drafts (a text's hard start: the demo's
-    code prompt keeps 2 of its first 8 drafts so), then each draft
-    survives with probability ``later``; a plain step costs 1 s, a round of k drafts
+    code prompt keeps 2 of its first 8 drafts so), then each draft survives with
+    probability ``later``; a plain step costs 1 s, a round of k drafts
     1.65 + 0.25 (k - 1) s (the demo pair's shape: only a long k at high acceptance pays)."""
     pass_cost = lambda n: 1.45 + 0.05 * (n - 2)  # noqa: E731
     for i in range(1, 4):  # plain steps, to time one
