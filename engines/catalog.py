@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
+from specdeck.engines.draft_vocab_file import read_listed_tokens
 from specdeck.engines.errors import ModelError
 from specdeck.engines.files import UnreadableFile, open_regular, read_regular
 
@@ -121,6 +122,9 @@ class ModelInfo:
     half_weight_bytes: int = 0
     #: Parameters of the MTP head (quantized matrices counted unpacked).
     mtp_parameters: int = 0
+    #: Tokens its folder lists to draft from (``engines.draft_vocab``): the rows a loaded
+    #: model copies out of its output layer. 0: it drafts from the whole vocabulary.
+    listed_tokens: int = 0
     config: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -140,6 +144,7 @@ class ModelInfo:
             "dtype": self.dtype, "size_on_disk": self.size_on_disk, "hybrid": self.hybrid,
             "has_mtp_head": self.has_mtp_head, "tokenizer": self.tokenizer,
             "vocab_size": self.vocab_size, "revision": self.revision,
+            "listed_tokens": self.listed_tokens,
         }
 
 
@@ -434,8 +439,19 @@ def _describe(path: Path, config: dict, name: str | None, source: str,
         weight_bytes=sum(t.nbytes for t in kept),
         half_weight_bytes=sum(t.nbytes for t in kept if t.dtype in HALF_DTYPES),
         mtp_parameters=_parameters(head, quant),
+        listed_tokens=_listed_tokens(path, text),
         config=config,
     )
+
+
+def _listed_tokens(path: Path, text: dict) -> int:
+    """How many tokens ``path`` lists to draft from; 0 for none, and for a list that
+    cannot be used (loading the model names that problem and its fix)."""
+    try:
+        tokens = read_listed_tokens(path, int(text.get("vocab_size") or 0))
+    except ModelError:
+        return 0
+    return len(tokens or ())
 
 
 def scan_hf_cache(cache_dir: Path | str | None = None) -> list[ModelInfo]:

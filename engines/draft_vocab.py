@@ -9,8 +9,7 @@ back to the whole vocabulary with every other token impossible (q = 0), so the v
 rule is unchanged and speculation stays lossless: a token the draft cannot propose is
 simply one it never guesses.
 
-The file is data from a model folder, so it is checked before use: a JSON object whose
-``tokens`` are distinct integers inside the draft's vocabulary, in a bounded file.
+The file's format and checks: ``engines.draft_vocab_file``.
 """
 
 from __future__ import annotations
@@ -22,36 +21,14 @@ import mlx.core as mx
 import mlx.nn as nn
 
 from specdeck.engines.decoding import forward, log_probs, output_layer, split_at_output
-from specdeck.engines.errors import ModelError
-from specdeck.engines.files import UnreadableFile, read_regular
-
-DRAFT_VOCAB_FILE = "specdeck-draft-vocab.json"
-#: A list of every id of a 256k vocabulary fits well within this.
-MAX_VOCAB_BYTES = 4 * 2**20
+from specdeck.engines.draft_vocab_file import read_listed_tokens
 
 
 def read_draft_vocab(folder: Path, vocab_size: int) -> mx.array | None:
     """The token ids ``folder``'s ``DRAFT_VOCAB_FILE`` lists (sorted), None without one;
     ModelError naming the file and the fix when it is not a valid list."""
-    import orjson
-
-    path = folder / DRAFT_VOCAB_FILE
-    if not path.exists():
-        return None
-    fix = f"(delete it to draft from the whole vocabulary of {vocab_size:,} tokens)"
-    try:
-        data = orjson.loads(read_regular(path, MAX_VOCAB_BYTES))
-    except (OSError, UnreadableFile, orjson.JSONDecodeError) as exc:
-        raise ModelError(f"cannot read the draft vocabulary {path}: {exc} {fix}") from exc
-    tokens = data.get("tokens") if isinstance(data, dict) else None
-    if not isinstance(tokens, list) or not tokens:
-        raise ModelError(f"the draft vocabulary {path} has no list of tokens {fix}")
-    if not all(type(t) is int and 0 <= t < vocab_size for t in tokens):
-        raise ModelError(f"the draft vocabulary {path} lists something other than token ids "
-                         f"0..{vocab_size - 1} {fix}")
-    if len(set(tokens)) != len(tokens):
-        raise ModelError(f"the draft vocabulary {path} lists a token twice {fix}")
-    return mx.array(sorted(tokens), mx.uint32)
+    tokens = read_listed_tokens(folder, vocab_size)
+    return None if tokens is None else mx.array(tokens, mx.uint32)
 
 
 class DraftVocabulary:

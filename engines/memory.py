@@ -121,8 +121,12 @@ def cpu_backend() -> bool:
 
 
 def weight_bytes(info: ModelInfo, upcast: bool) -> int:
-    """Bytes of ``info``'s weights once loaded (half precision doubled when upcast)."""
-    return info.weight_bytes + (info.half_weight_bytes if upcast else 0)
+    """Bytes of ``info``'s weights once loaded (half precision doubled when upcast),
+    with the output-layer rows of the tokens its folder lists to draft from, which
+    loading copies (dequantised) out of that layer (``engines.draft_vocab``)."""
+    element = 4 if upcast or info.dtype in (None, "F32") else 2
+    rows = info.listed_tokens * int(info.text_config.get("hidden_size") or 0) * element
+    return info.weight_bytes + (info.half_weight_bytes if upcast else 0) + rows
 
 
 def mtp_head_bytes(info: ModelInfo, upcast: bool) -> int:

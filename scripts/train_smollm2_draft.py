@@ -516,7 +516,7 @@ def write_vocabulary(text: np.ndarray, answers: list[dict], held: list[dict], s:
     training data (each source's frequencies normalised, so the 2.3M tokens of text do
     not drown the answers); returns its card entry, with the share of the held-out
     answers' tokens it holds."""
-    from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE
+    from specdeck.engines.draft_vocab_file import DRAFT_VOCAB_FILE
 
     size = int(max(text.max(), *(max(a["answer"]) for a in answers)) + 1)
     said = np.bincount(np.concatenate([a["answer"] for a in answers]), minlength=size)

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from specdeck.engines.draft_vocab_file import DRAFT_VOCAB_FILE
 from specdeck.engines.errors import ModelError
 from specdeck.engines.families import cache_root, family_dir, shipped_draft_dir
 
@@ -189,8 +190,6 @@ def assemble_draft(target: Path, shipped: Path, draft: Path, progress: Progress)
     and tokenizer, in float32."""
     import mlx.core as mx
 
-    from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE
-
     layers_file = shipped / "draft.safetensors"
     if not layers_file.is_file():
         raise ModelError(
@@ -217,8 +216,6 @@ def assemble_draft(target: Path, shipped: Path, draft: Path, progress: Progress)
 def shipped_hashes(shipped: Path) -> dict[str, str | None]:
     """What the assembled draft was made from: its layers' hash and its vocabulary
     file's (None without one); a draft made from other files is assembled again."""
-    from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE  # mlx, only when fetching
-
     vocab = shipped / DRAFT_VOCAB_FILE
     return {"shipped_sha256": sha256_of(shipped / "draft.safetensors"),
             "vocab_sha256": sha256_of(vocab) if vocab.is_file() else None}

@@ -35,6 +35,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    "speedup predicted on this machine; cached for the settings' model picker")
 
 
+def tokenizer_text(m: ModelInfo) -> str:
+    """The tokenizer's fingerprint and size, and how many of its tokens the model drafts
+    from when its folder lists them (``engines.draft_vocab``)."""
+    if not m.tokenizer:
+        return "?"
+    listed = f", drafts from {m.listed_tokens:,}" if m.listed_tokens else ""
+    return f"{m.tokenizer} ({m.vocab_size}{listed})"
+
+
 def _table(models: list[ModelInfo]) -> None:
     from rich.console import Console
     from rich.table import Table
@@ -50,7 +59,7 @@ def _table(models: list[ModelInfo]) -> None:
         row = (
             m.name, m.model_type, parameters_text(m.parameters), quant_text(m), byte_size(m.size_on_disk),
             "yes" if m.hybrid else "", "yes" if m.has_mtp_head else "",
-            f"{m.tokenizer} ({m.vocab_size})" if m.tokenizer else "?",
+            tokenizer_text(m),
             ", ".join(d.name for d in drafts[:3]),
         )
         table.add_row(*(literal(value, one_line=True) for value in row))

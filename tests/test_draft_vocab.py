@@ -14,7 +14,8 @@ import pytest
 
 from specdeck.engines import draft_vocab, pass_timing
 from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE, MAX_VOCAB_BYTES, read_draft_vocab
+from specdeck.engines.draft_vocab import read_draft_vocab
+from specdeck.engines.draft_vocab_file import DRAFT_VOCAB_FILE, MAX_VOCAB_BYTES
 from specdeck.engines.errors import ModelError
 from specdeck.engines.events import Trace
 from specdeck.engines.loading import ModelStore
@@ -158,3 +159,33 @@ def test_sampled_drafts_stay_in_the_list(models, listed) -> None:
     settings = replace(greedy(num_draft_tokens=3), sampling=Sampling(temperature=1.0, seed=3))
     proposed = [t for r in trace("draft", models, settings).rounds for t in r.drafted]
     assert proposed and set(proposed) <= set(listed[1])
+
+
+def test_the_memory_estimate_counts_the_listed_rows(models, listed) -> None:
+    """Loading copies the listed rows out of the output layer: the catalog counts the
+    tokens and the estimate of the draft's weights holds those bytes."""
+    from specdeck.engines.catalog import describe_dir
+    from specdeck.engines.memory import cpu_backend, weight_bytes
+
+    info = describe_dir(listed[0])
+    assert info.listed_tokens == len(listed[1])
+    whole = replace(info, listed_tokens=0)
+    rows = models.draft.vocabulary.rows
+    upcast = cpu_backend()
+    assert weight_bytes(info, upcast) - weight_bytes(whole, upcast) == rows.nbytes > 0
+
+
+def test_a_bad_list_leaves_the_catalog_to_loading(tiny_family, tmp_path) -> None:
+    from specdeck.engines.catalog import describe_dir
+
+    folder = tmp_path / "draft"
+    shutil.copytree(tiny_family["llama_draft"], folder)
+    (folder / DRAFT_VOCAB_FILE).write_text('{"tokens": [1, 1]}')
+    assert describe_dir(folder).listed_tokens == 0  # described; loading names the problem
+
+
+def test_the_models_table_says_a_draft_drafts_from_a_list(listed, capsys) -> None:
+    from specdeck.cli import main
+
+    assert main(["models", "--no-cache", str(listed[0])]) == 0
+    assert f"drafts from {len(listed[1]):,}" in capsys.readouterr().out

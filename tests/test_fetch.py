@@ -163,7 +163,7 @@ def test_compare_runs_a_family_by_name(cache, tiny_wheel, tmp_path, capsys):
 def test_the_draft_carries_its_vocabulary_file(cache, tiny_wheel, tmp_path):
     """The shipped vocabulary file goes into the assembled draft, which drafts from it;
     a changed file assembles the draft again."""
-    from specdeck.engines.draft_vocab import DRAFT_VOCAB_FILE
+    from specdeck.engines.draft_vocab_file import DRAFT_VOCAB_FILE
     from specdeck.engines.loading import ModelStore
 
     source, wheel, shipped_base = tiny_wheel
