@@ -3,6 +3,7 @@ migrations and the sessions directory. Hand-built runs, except one real recordin
 
 from __future__ import annotations
 
+import errno
 import io
 import json
 import os
@@ -438,6 +439,40 @@ def test_listing_summarises_newest_first_and_flags_broken_files(tmp_path: Path) 
     assert newest.problem is None and not newest.partial
     assert "newer specdeck (schema 9)" in listed[2].problem
     assert list_sessions(tmp_path / "missing") == []
+
+
+def test_a_rename_never_replaces_a_file_that_appears_meanwhile(tmp_path: Path,
+                                                                monkeypatch) -> None:
+    """Another process may write the new name after any check: the rename must still
+    refuse. (Checking first, then ``os.rename``, replaced that file.)"""
+    path = save_session(document(sample_traces()), tmp_path).path
+    (tmp_path / "taken.json").write_text("theirs")
+    monkeypatch.setattr(Path, "exists", lambda self: False)  # every check races
+    with pytest.raises(SessionError, match="already exists"):
+        rename_session(path, "taken")
+    assert (tmp_path / "taken.json").read_text() == "theirs"
+    monkeypatch.undo()
+    assert path.exists()
+
+
+@pytest.mark.parametrize("error", [errno.EPERM, errno.EIO])
+def test_a_rename_without_hard_links(tmp_path: Path, monkeypatch, error) -> None:
+    """Where the file system has no hard links the file is still renamed; any other
+    failure is named."""
+    path = save_session(document(sample_traces()), tmp_path).path
+
+    def no_link(src, dst):
+        raise OSError(error, os.strerror(error))
+
+    monkeypatch.setattr(os, "link", no_link)
+    if error == errno.EIO:
+        with pytest.raises(SessionError, match="cannot rename"):
+            rename_session(path, "moved")
+        return
+    moved = rename_session(path, "moved")
+    assert moved.exists() and not path.exists()
+    with pytest.raises(SessionError, match="already exists"):
+        rename_session(save_session(document(sample_traces()), tmp_path).path, "moved")
 
 
 def test_rename_and_delete(tmp_path: Path) -> None:
