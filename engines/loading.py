@@ -10,10 +10,12 @@ passes ``trust_remote_code=False`` besides.
 
 from __future__ import annotations
 
+import tempfile
 import threading
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -77,6 +79,24 @@ def _find(source: str, revision: str | None) -> Path:
             f"cache ({type(exc).__name__}). Check the id and your network, or pass a local "
             "directory."
         ) from exc
+
+
+#: Characters ``glob`` reads as a pattern.
+GLOB_CHARACTERS = frozenset("*?[")
+
+
+@contextmanager
+def plain_named(path: Path) -> Iterator[Path]:
+    """``path``, or, where it holds a glob character, a link to it under a plain name for
+    as long as the load takes: mlx-lm finds a model's weights with ``glob``, which reads
+    a folder named ``models [v2]`` as a pattern and finds none."""
+    if not GLOB_CHARACTERS & set(str(path)):
+        yield path
+        return
+    with tempfile.TemporaryDirectory(prefix="specdeck-load-") as scratch:
+        link = Path(scratch) / "model"
+        link.symlink_to(path.resolve(), target_is_directory=True)
+        yield link
 
 
 def load_tokenizer(path: Path) -> Any:
@@ -227,15 +247,17 @@ class ModelStore:
               split: Callable[[nn.Module, dict], None] | None = None) -> LoadedModel:
         from mlx_lm import load
 
-        target = str(path) if Path(source).expanduser().exists() else source
+        local = Path(source).expanduser().exists()
         try:
-            model, tokenizer, config = load(
-                target, revision=revision, return_config=True, lazy=split is not None,
-                tokenizer_config=dict(_NO_REMOTE_CODE), trust_remote_code=False,
-            )
-            if split is not None:  # before the weights are read: only a share is
-                split(model, config)
-                mx.eval(model.parameters())
+            with plain_named(path) if local else nullcontext(path) as folder:
+                model, tokenizer, config = load(
+                    str(folder) if local else source, revision=revision, return_config=True,
+                    lazy=split is not None, tokenizer_config=dict(_NO_REMOTE_CODE),
+                    trust_remote_code=False,
+                )
+                if split is not None:  # before the weights are read: only a share is
+                    split(model, config)
+                    mx.eval(model.parameters())
         except ModelError:
             raise
         except Exception as exc:

@@ -21,6 +21,18 @@ def test_a_model_is_loaded_once(tiny_family) -> None:
     assert a is b
 
 
+
+def test_a_folder_named_like_a_glob_pattern_loads(tiny_family, tmp_path) -> None:
+    """mlx-lm finds weights with ``glob``, which read ``models [v2]`` as a pattern and
+    found none ("No safetensors found"); the load goes through a plain-named link."""
+    folder = tmp_path / "models [v2]" / "target"
+    shutil.copytree(tiny_family["llama_target"], folder)
+    loaded = ModelStore().get(str(folder))
+    original = ModelStore().get(str(tiny_family["llama_target"]))
+    assert loaded.path == folder
+    ids = mx.array([[1, 2, 3]])
+    assert mx.array_equal(loaded.model(ids), original.model(ids))
+
 def half_copy(src, out):
     """``src`` with its weights stored in float16."""
     shutil.copytree(src, out)
