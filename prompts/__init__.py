@@ -6,8 +6,9 @@ line, then the prompt text. Plain text rather than TOML so that Python 3.10 (no
 ``tomllib``) reads them without another dependency.
 
 ``read_prompts`` reads prompts the way every command does: text, a prompt file (this
-format, or any text file as a whole), a folder of them, or a JSONL file of your own
-workload. ``specdeck compare`` takes one prompt, ``specdeck sweep`` several.
+format, or any text file as a whole), a folder of them, a JSONL file of your own
+workload, or a built-in prompt by its key. ``specdeck compare`` takes one prompt,
+``specdeck sweep`` several.
 """
 
 from __future__ import annotations
@@ -140,13 +141,15 @@ def looks_like_path(value: str) -> bool:
 
 def read_prompts(value: str) -> list[Prompt]:
     """What ``--prompt`` takes: a folder of prompt files (``*.txt``), a JSONL file, a
-    prompt file, or else the text itself (but a missing file is an error, never text)."""
+    prompt file, a built-in prompt's key (``chat_explain``: a file of that name comes
+    first), or else the text itself (but a missing file is an error, never text)."""
     path = _existing(value)
     if path is None and looks_like_path(value):
         raise UserError(f"no prompt file {value} (a prompt with no spaces that looks like "
                         "a path is taken for one: check the path, or put the text in a file)")
     if path is None:
-        return [Prompt("prompt", "prompt", "", value, "prompt")]
+        builtin = load_prompts().get(value)
+        return [builtin or Prompt("prompt", "prompt", "", value, "prompt")]
     if path.is_dir():
         files = _prompt_files(path)
         if not files:

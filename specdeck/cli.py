@@ -80,7 +80,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
         "prompt lookup where the text repeats, the draft model or MTP head elsewhere)",
     )
     p.add_argument("--prompt",
-                   help="prompt text, a prompt file, or a folder or JSONL file holding one "
+                   help="prompt text, a built-in prompt's name (code, prose, chat_explain, ... in "
+                   "prompts/), a prompt file, or a folder or JSONL file holding one "
                    f"(default: the built-in {DEFAULT_PROMPT!r} prompt, as bare specdeck)")
     p.add_argument("-k", "--num-draft-tokens", type=draft_count,
                    default=SETTINGS.num_draft_tokens,

@@ -88,7 +88,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="seed of each cell's first repetition; repetition r adds r "
                    "(default %(default)s)")
     p.add_argument("--prompt", action="append",
-                   help="prompt text, a prompt file, a folder of prompts or a JSONL file "
+                   help="prompt text, a built-in prompt's name (code, chat_explain, ...), a prompt "
+                   "file, a folder of prompts or a JSONL file "
                    "(repeatable; default: the built-in code and prose prompts)")
     p.add_argument("--strict", action="store_true",
                    help="refuse to run when the memory estimate exceeds free memory")

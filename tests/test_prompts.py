@@ -19,6 +19,17 @@ def test_prompt_files_in_the_builtin_format_give_their_text(tmp_path) -> None:
     assert read_prompt("x" * 10_000) == "x" * 10_000  # too long to be a file name: text
 
 
+
+def test_a_builtin_prompt_by_its_name(tmp_path, monkeypatch) -> None:
+    """``--prompt chat_explain`` is the built-in prompt (it was the text "chat_explain",
+    which the model then chatted about); a file of that name in the folder comes first."""
+    [prompt] = read_prompts("chat_explain")
+    assert prompt == get_prompt("chat_explain")
+    assert read_prompt("Chat_explain") == "Chat_explain"  # not a name: text
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "code").write_text("my own code prompt")
+    assert read_prompt("code") == "my own code prompt"
+
 def test_prompt_sets_from_jsonl_folders_and_files(tmp_path) -> None:
     jsonl = tmp_path / "work.jsonl"
     jsonl.write_text('{"prompt": "a b c", "kind": "chat"}\n\n{"prompt": "d", "name": "x"}\n')
