@@ -12,6 +12,7 @@ import threading
 import time
 
 import pytest
+from textual.widgets import DataTable
 
 from specdeck.engines.requests import CompareRequest
 from specdeck.engines.config import DecodeSettings
@@ -22,6 +23,7 @@ from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.settings_screen import SettingsScreen
+from specdeck.tui.session_browser import SessionBrowser
 from specdeck.visible import printable
 from specdeck.testing.pilot import run_async, settle
 
@@ -411,6 +413,12 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
         for pane in app.panes:
             assert session.traces[pane.strategy].tokens == Trace(pane.strategy, pane.events).tokens
         assert str(saved[0]) in app.status_text
+        await pilot.press("o")  # the browser lists the folder the app saves into
+        await pilot.pause()
+        assert isinstance(app.screen, SessionBrowser) and app.screen.directory == tmp_path
+        table = app.screen.query_one(DataTable)
+        assert saved[0].stem in {str(table.get_row_at(i)[1]) for i in range(table.row_count)}
+        await pilot.press("escape")
 
     clock = GatedClock(open_calls=60)
     cancelled_dir = tmp_path / "cancelled"

@@ -947,7 +947,9 @@ class SpecdeckApp(LiteralNotify, App[None]):
             if session is not None:
                 await self.open_session(session)
 
-        self.push_screen(SessionBrowser(default_sessions_dir()), open_chosen)
+        # The folder this app saves into (``--sessions-dir``), not the default one.
+        folder = self.sessions_dir or default_sessions_dir()
+        self.push_screen(SessionBrowser(folder), open_chosen)
 
     async def open_session(self, session: Session) -> None:
         """Replay a saved session in the panes, as ``specdeck replay`` does. A live run is
