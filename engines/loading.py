@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import tempfile
 import threading
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
@@ -249,7 +249,7 @@ class ModelStore:
 
         local = Path(source).expanduser().exists()
         try:
-            with plain_named(path) if local else nullcontext(path) as folder:
+            with plain_named(path) as folder:
                 model, tokenizer, config = load(
                     str(folder) if local else source, revision=revision, return_config=True,
                     lazy=split is not None, tokenizer_config=dict(_NO_REMOTE_CODE),

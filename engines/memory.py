@@ -120,20 +120,26 @@ def cpu_backend() -> bool:
     return mx.default_device().type == mx.DeviceType.cpu
 
 
+def float_bytes(info: ModelInfo, upcast: bool) -> int:
+    """Bytes of one float ``info`` computes in once loaded: float32 when upcast (the CPU
+    backend) or stored so, else half precision."""
+    return 4 if upcast or info.dtype in (None, "F32") else 2
+
+
 def weight_bytes(info: ModelInfo, upcast: bool) -> int:
     """Bytes of ``info``'s weights once loaded (half precision doubled when upcast),
     with the output-layer rows of the tokens its folder lists to draft from, which
     loading copies (dequantised) out of that layer (``engines.draft_vocab``)."""
-    element = 4 if upcast or info.dtype in (None, "F32") else 2
-    rows = info.listed_tokens * int(info.text_config.get("hidden_size") or 0) * element
-    return info.weight_bytes + (info.half_weight_bytes if upcast else 0) + rows
+    rows = info.listed_tokens * int(info.text_config.get("hidden_size") or 0)
+    return (info.weight_bytes + (info.half_weight_bytes if upcast else 0)
+            + rows * float_bytes(info, upcast))
 
 
 def mtp_head_bytes(info: ModelInfo, upcast: bool) -> int:
     """Bytes of the MTP head once loaded: mlx-optiq dequantises it to the model's float
     dtype, and the CPU backend casts half precision to float32 (an upper bound for a
     sidecar optiq keeps quantized)."""
-    return info.mtp_parameters * (4 if upcast or info.dtype in (None, "F32") else 2)
+    return info.mtp_parameters * float_bytes(info, upcast)
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,7 +168,7 @@ def _shape(info: ModelInfo, upcast: bool) -> _Shape:
     heads = int(t.get("num_attention_heads", 1))
     hidden = int(t.get("hidden_size", 0))
     head_dim = int(t.get("head_dim") or (hidden // heads if heads else 0))
-    element = 4 if upcast or info.dtype in (None, "F32") else 2
+    element = float_bytes(info, upcast)
     kinds = list(t.get("layer_types") or [])
     interval = t.get("full_attention_interval")
     if kinds:

@@ -260,33 +260,29 @@ def rename_session(path: Path, new_name: str) -> Path:
     if not name.endswith(SUFFIX):
         name += SUFFIX
     target = path.with_name(name)
+    taken = SessionError(f"{target}: already exists; choose another name")
     try:
-        # A hard link is made only where nothing is: a file that appears under the new
-        # name between a check and a rename would be replaced by ``os.rename``.
-        os.link(path, target)
+        try:
+            # A hard link is made only where nothing is: a file that appears under the
+            # new name between a check and a rename would be replaced by ``os.rename``.
+            os.link(path, target)
+        except OSError as exc:
+            if exc.errno not in NO_HARD_LINKS:
+                raise
+            # No hard links on this file system (FAT, some network shares): check, then
+            # rename; a file that appears in between is replaced, nothing better is
+            # portable there.
+            if target.exists():
+                raise taken from None
+            os.rename(path, target)
+        else:
+            os.unlink(path)
     except FileExistsError:
-        raise SessionError(f"{target}: already exists; choose another name") from None
+        raise taken from None
     except OSError as exc:
-        if exc.errno not in NO_HARD_LINKS:
-            raise SessionError(
-                f"cannot rename {path} to {name} ({exc.strerror or exc})") from None
-        _rename_without_links(path, target)
-    else:
-        os.unlink(path)
+        raise SessionError(f"cannot rename {path} to {name} ({exc.strerror or exc})") from None
     return target
 
 
-#: ``os.link`` errors of file systems without hard links (FAT, some network shares).
+#: ``os.link`` errors of file systems without hard links.
 NO_HARD_LINKS = {errno.EPERM, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EMLINK, errno.ENOSYS}
-
-
-def _rename_without_links(path: Path, target: Path) -> None:
-    """Where hard links are not supported: check, then rename (a file that appears in
-    between is replaced; nothing better is portable there)."""
-    if target.exists():
-        raise SessionError(f"{target}: already exists; choose another name")
-    try:
-        os.rename(path, target)
-    except OSError as exc:
-        raise SessionError(
-            f"cannot rename {path} to {target.name} ({exc.strerror or exc})") from None
