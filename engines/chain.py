@@ -43,6 +43,7 @@ class Chain:
         self.lookup = lookup
         self.fallback = fallback
         self.wants_hidden = fallback.wants_hidden
+        self.guesser = fallback.guesser
         self.copying = False
 
     def drafter(self) -> str:
@@ -59,6 +60,9 @@ class Chain:
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         """Drafts from the drafter ``drafter`` named for this round."""
         return (self.lookup if self.copying else self.fallback).propose(count)
+
+    def guesses(self, at_least: int) -> list[bool] | None:
+        return self.fallback.guesses(at_least)
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None

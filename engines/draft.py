@@ -35,6 +35,7 @@ class DraftModel:
     """
 
     wants_hidden = False
+    guesser = "draft"
 
     def __init__(self, draft: LoadedModel, settings: DecodeSettings, keys: KeyStream) -> None:
         self.model = draft.model
@@ -75,6 +76,18 @@ class DraftModel:
             drafts.append(y)
             lps.append(self.vocabulary.widen(lp))
         return mx.concatenate(drafts), mx.concatenate(lps)
+
+    def guesses(self, at_least: int) -> list[bool] | None:
+        """Catch up on the tokens it skipped with its output layer on every one: its
+        greedy guess at each next token, judged against the token the target chose
+        (equal: a draft there would have been kept). None while fewer than
+        ``at_least`` are pending or a round it drafted is in flight."""
+        y = self.pending
+        if self.points or y.size <= at_least:
+            return None
+        guessed = self.vocabulary.guesses(self.cache, y[:-1])
+        self.pending = y[-1:]
+        return (guessed == y[1:]).tolist()
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None

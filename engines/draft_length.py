@@ -12,7 +12,11 @@ tries a neighbour of the best k instead (one more draft, one fewer), and every 3
 best drafting k while it stands at 0, so that a prediction which went wrong can recover.
 It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``): a few
 rejections at a text's hard start are not enough; what that hope may cost a run is
-bounded (``HOPE_BUDGET``).
+bounded (``HOPE_BUDGET``). At temperature 0 a draft model needs neither the exploring
+rounds nor the hope while it stands at 0: every ``GUESS_EVERY`` plain steps it catches
+up with its output layer on each token they produced, and its greedy guess at each is
+judged as a drafting round there would have judged it (``observe_guesses``), for a
+fraction of a plain step.
 The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
 then prose) and so does what pays. Costs are medians of the last few rounds of each
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
@@ -20,7 +24,9 @@ is left out of them.
 
 With this machine's calibration of the model pair (``specdeck calibrate``, cached) it
 need not time anything first: it drafts from the first round, pricing every length and
-the draft step from the calibration (in plain steps) until its own run has timed them.
+the draft step from the calibration (in plain steps) until its own run has timed them;
+after its first tries it times one plain step, since a calibration measured on a quieter
+(or busier) machine would otherwise price every round against a plain step it never ran.
 Its own timings then win, in one-token passes, and correct the lengths it has not timed;
 where no plain step has run, the calibration is scaled to this run's speed by the verify
 passes it has timed.
@@ -34,7 +40,7 @@ from __future__ import annotations
 import math
 from collections import deque
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from specdeck.engines.calibration import Calibration
 from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
@@ -74,6 +80,9 @@ OPTIMISM = 1.5
 #: positions whose doubt it hoped on, so that doubt never shrinks: without a bound auto
 #: hoped round after round where the first draft is often rejected.
 HOPE_BUDGET = 4.0
+#: At temperature 0, while it stands at plain steps, the draft model's greedy guesses
+#: over every this many plain steps' tokens are judged (``observe_guesses``).
+GUESS_EVERY = 8
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -98,6 +107,13 @@ class DraftLength(Protocol):
     def choose(self) -> LengthChoice: ...
 
     def observe(self, event: Round) -> None: ...
+
+
+@runtime_checkable
+class LearnsFromGuesses(Protocol):
+    """A policy that learns from the draft's greedy guesses over plain steps' tokens."""
+
+    def observe_guesses(self, matches: list[bool]) -> None: ...
 
 
 class FixedLength:
@@ -168,6 +184,12 @@ class AdaptiveLength:
         self.in_flight = 0
         #: Plain steps the hopeful rounds were predicted to lose (``HOPE_BUDGET``).
         self.hope_spent = 0.0
+        #: Whether its first tries have all run (a plain step after them does not
+        #: make the count of drafting rounds fall short again).
+        self.tried = False
+        #: Whether the draft's guesses over plain steps' tokens have been judged: they
+        #: make exploring and hopeful rounds from plain steps needless.
+        self.guessed = False
 
     def observe(self, event: Round) -> None:
         fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
@@ -195,6 +217,22 @@ class AdaptiveLength:
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
             self.totals.setdefault(drafted, RecentMedian()).add(
                 event.draft_seconds + event.verify_seconds)
+
+    def observe_guesses(self, matches: list[bool]) -> None:
+        """The draft's greedy guesses at consecutive tokens, each right or not: at
+        temperature 0 a round drafting from any of those tokens would have kept the
+        leading run of right guesses from there, so each is counted as such a round
+        (up to the last guess judged). Plain steps thus measure the acceptance per
+        position without a drafting round."""
+        self.guessed = True
+        for start in range(len(matches)):
+            for i, right in enumerate(matches[start:start + self.most]):
+                self.reached[i] += 1.0
+                self.judged[i] += 1
+                if not right:
+                    break
+                self.kept[i] += 1.0
+                self.kept_all[i] += 1
 
     def survival(self, optimism: float = 0.0) -> list[float]:
         """``s_i`` for i = 1..most: the product of each position's conditional
@@ -318,15 +356,23 @@ class AdaptiveLength:
         self.rounds += 1
         if self.prior is None and not self.one_token.count:
             return LengthChoice(0)  # time a plain step first
-        tried = self.drafting_rounds + (self.in_flight > 0)
-        if tried < TRIALS and self.could_pay():
-            return LengthChoice(min(START, self.most))
+        if not self.tried:
+            tried = self.drafting_rounds + (self.in_flight > 0)
+            if tried < TRIALS and self.could_pay():
+                return LengthChoice(min(START, self.most))
+            self.tried = tried >= TRIALS
+        if self.tried and not self.one_token.count and not self.stretch:
+            # Priced from the calibration alone, a plain step may be dearer or cheaper
+            # here and now than it says: time one before the first choice.
+            return LengthChoice(0)
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
         k, explored = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE)
-        if explored and best == 0:
+        if best == 0 and self.guessed:
+            explored = False  # the guesses judge drafts with no round run to try
+        elif explored and best == 0:
             k = max(range(1, len(speed)), key=lambda k: (speed[k], -k))
         elif explored:
             up = self.explorations % 2 == 0 and best < self.most
@@ -373,7 +419,8 @@ def choice_words(event: Round) -> str | None:
     drafts = f"{event.auto_k} draft{'' if event.auto_k == 1 else 's'}"
     if event.auto_tokens is None or event.auto_cost is None:
         if event.auto_k == 0:
-            return f"auto chose {drafts}: nothing measured yet, so it times a plain step first"
+            return ("auto chose a plain step: it times one before it chooses, to price "
+                    "drafting rounds against")
         return (f"auto chose {drafts}: one of its first {TRIALS} tries, before it chooses "
                 "from the drafts they judge")
     explored = ("; exploring: a k other than the best predicted, to keep its estimates "
@@ -385,6 +432,16 @@ def choice_words(event: Round) -> str | None:
             f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){explored}")
 
 
+def guess_words(event: Round) -> str | None:
+    """What the draft's guesses judged after ``event`` showed, in a sentence; None when
+    none were judged there."""
+    if not event.guesses:
+        return None
+    n, right = len(event.guesses), sum(event.guesses)
+    return (f"then auto judged the draft's guesses at the last {n} tokens: {right} right "
+            f"({right / n:.0%}), as drafting rounds there would have, with none run")
+
+
 def auto_summary(rounds: list[Round]) -> str | None:
     """What ``auto`` chose over a run, in a line; None when no round ran under it."""
     chosen = [r.auto_k for r in rounds if r.auto_k is not None]
@@ -394,5 +451,9 @@ def auto_summary(rounds: list[Round]) -> str | None:
     usual = max(counts, key=lambda k: (counts[k], -k))
     plain = counts.get(0, 0) / len(chosen)
     explored = sum(r.auto_explored for r in rounds)
+    guesses = [right for r in rounds for right in r.guesses or ()]
+    judged = (f"; {len(guesses)} of the draft's guesses judged at plain steps, "
+              f"{sum(guesses) / len(guesses):.0%} right" if guesses else "")
     return (f"auto drafted k = {min(counts)}..{max(counts)}, mostly {usual}; plain steps in "
-            f"{plain:.0%} of rounds; {explored} exploring round{'' if explored == 1 else 's'}")
+            f"{plain:.0%} of rounds; {explored} exploring round{'' if explored == 1 else 's'}"
+            f"{judged}")

@@ -62,6 +62,11 @@ class DraftVocabulary:
         """The token ids of rows chosen from ``step``'s log-probs."""
         return self.tokens[rows]
 
+    def guesses(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        """The greedy guess (a token id) after each of ``tokens``, feeding them all."""
+        logits = self.trunk(tokens[None], cache=cache)[0] @ self.rows
+        return self.tokens[mx.argmax(logits if self.bias is None else logits + self.bias, -1)]
+
     def widen(self, logprobs: mx.array) -> mx.array:
         """Log-probs over the rows (1, n) as over the whole vocabulary (1, V): -inf for
         every token the draft cannot propose."""
@@ -82,6 +87,9 @@ class WholeVocabulary:
 
     def pick(self, rows: mx.array) -> mx.array:
         return rows
+
+    def guesses(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        return mx.argmax(self.model(tokens[None], cache=cache)[0], -1)
 
     def widen(self, logprobs: mx.array) -> mx.array:
         return logprobs

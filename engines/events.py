@@ -99,6 +99,11 @@ class Round:
     auto_tokens: float | None = None
     auto_cost: float | None = None
     auto_explored: bool = False
+    #: With ``auto`` at temperature 0, where it stands at plain steps: the draft
+    #: model's greedy guesses at the tokens since its last catch-up, judged once this
+    #: round ended (true: the guess was the target's token, so a draft there would
+    #: have been kept). None when no guesses were judged after this round.
+    guesses: list[bool] | None = None
     type: Literal["round"] = "round"
 
     @property

@@ -130,6 +130,7 @@ class MtpDrafter:
     """
 
     wants_hidden = True
+    guesser = None
 
     def __init__(self, head: MtpHead, settings: DecodeSettings, keys: KeyStream) -> None:
         self.head = head

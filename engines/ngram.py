@@ -33,6 +33,7 @@ class PromptLookup:
     """
 
     wants_hidden = False
+    guesser = None
 
     def __init__(self, n: int) -> None:
         self.n = n

@@ -22,7 +22,9 @@ from specdeck.engines.config import DecodeSettings
 from specdeck.engines.decoding import (
     CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, forward_hidden, prefill_event, wired_limit,
 )
-from specdeck.engines.draft_length import AdaptiveLength, DraftLength, LengthChoice
+from specdeck.engines.draft_length import (
+    GUESS_EVERY, AdaptiveLength, DraftLength, LearnsFromGuesses, LengthChoice,
+)
 from specdeck.engines.events import EndKind, Event, Round
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.rollback import Checkpoint, Rewind, checkpoint, rewind
@@ -57,6 +59,9 @@ class Proposer(Protocol):
     #: as two halves of one forward pass.
     wants_hidden: bool
 
+    #: The drafter whose greedy guesses ``guesses`` can judge (``draft``), or None.
+    guesser: str | None
+
     def companions(self) -> list[tuple[Any, Sequence[Any]]]:
         """Models (with their caches) to prefill alongside the target."""
         ...
@@ -68,6 +73,12 @@ class Proposer(Protocol):
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         """Up to ``count`` draft ids (lazy, 1-D) and the sampling log-probs (n, V) they
         were drawn from, or None when the proposer is deterministic."""
+        ...
+
+    def guesses(self, at_least: int) -> list[bool] | None:
+        """``guesser``'s greedy guess at each token it has not seen yet (verified rounds
+        it did not draft), judged against that token; None while fewer than
+        ``at_least`` are pending. Asked only at temperature 0, of a ``guesser``."""
         ...
 
     def settle(
@@ -112,6 +123,11 @@ def run_speculative(
     # Each drafter's choice for its next round, made from the rounds before the last
     # while the last one's drafts compute (``engines.draft_length``).
     choices = {name: policy.choose() for name, policy in lengths.items()}
+    # At temperature 0 ``auto`` learns from the draft model's guesses over the plain
+    # steps' tokens what drafting rounds there would have kept, for a fraction of a step.
+    guessing = lengths.get(proposer.guesser or "") if sampling.greedy else None
+    if not isinstance(guessing, LearnsFromGuesses):
+        guessing = None
 
     def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
         drafter = proposer.drafter()
@@ -247,6 +263,12 @@ def run_speculative(
                 event.auto_k, event.auto_tokens = this_choice.k, this_choice.tokens
                 event.auto_cost, event.auto_explored = this_choice.cost, this_choice.explored
             lengths[this_drafter].observe(event)
+            if guessing is not None and not output.finished:
+                with mx.stream(generation_stream):
+                    judged = proposer.guesses(GUESS_EVERY)
+                if judged:
+                    guessing.observe_guesses(judged)
+                    event.guesses = judged
             choices[this_drafter] = lengths[this_drafter].choose()
             yield event
             if output.finished:

@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from specdeck.engines import draft, mtp, ngram
+from specdeck.engines import draft, mtp, ngram, speculative
 from specdeck.engines import draft_length as draft_length_module
 from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_IDLE, HOPE_BUDGET, START, TRIALS, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_IDLE, HOPE_BUDGET, START, TRIALS, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -174,9 +174,10 @@ def made_calibration(draft_step: float, slope: float, mtp_step: float | None = N
 
 def test_a_calibration_prices_the_first_round() -> None:
     """With this machine's calibration ``auto`` times nothing first: it tries ``START``
-    drafts for ``TRIALS`` rounds (counting the one in flight), then picks the best k for
-    the calibrated costs and the drafts judged; a calibration where no k could pay even
-    with every draft kept starts with plain steps."""
+    drafts for ``TRIALS`` rounds (counting the one in flight), times a plain step (the
+    calibration's may be off for this run), then picks the best k for the costs and the
+    drafts judged; a calibration where no k could pay even with every draft kept starts
+    with plain steps."""
     cheap = made_calibration(draft_step=0.05, slope=0.02)
     policy = draft_length(DecodeSettings(num_draft_tokens=AUTO), "draft", cheap)
     assert isinstance(policy, AdaptiveLength)
@@ -190,6 +191,9 @@ def test_a_calibration_prices_the_first_round() -> None:
                                  verify=0.010 * cheap.verify_passes[START], index=i + 1))
         choice = policy.choose()
         assert (choice == LengthChoice(START)) == (i < TRIALS - 2)
+    assert choice == LengthChoice(0)
+    policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=TRIALS))
+    choice = policy.choose()
     model = cheap.cost_model("draft", survival=policy.survival())
     assert choice.k == model.best_k() and choice.k > START and not choice.explored
     assert choice.tokens / choice.cost == pytest.approx(model.predicted(choice.k))
@@ -329,6 +333,17 @@ class Scripted:
 
 
 SCRIPT = [0, 3, 1, 0, 0, 5, 2, 0, 4, 1]
+
+
+class ScriptedGuesses(Scripted):
+    """``Scripted``, learning from the draft's guesses as ``auto`` does."""
+
+    def __init__(self, script: list[int]) -> None:
+        super().__init__(script)
+        self.judged: list[list[bool]] = []
+
+    def observe_guesses(self, matches: list[bool]) -> None:
+        self.judged.append(matches)
 
 
 @pytest.fixture
@@ -488,3 +503,83 @@ def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
     sweep = sweep_from_document(document)
     assert [c["k"] for c in sweep.cells] == [None, 1, AUTO, 1, AUTO]
     assert [x for points in series_of(sweep.cells).values() for x, _ in points] == [1, 1]
+
+
+# --- the draft's guesses over plain steps ----------------------------------------------
+
+
+def test_guesses_count_as_the_rounds_that_would_have_drafted_there() -> None:
+    """Right, right, wrong, right: a round from the first token keeps two and is judged
+    at three positions, from the second keeps one, from the third none, and the last
+    guess, the run's end, judges one position only."""
+    policy = AdaptiveLength(3)
+    policy.observe_guesses([True, True, False, True])
+    assert policy.judged == [4, 2, 1] and policy.kept_all == [3, 1, 0]
+    assert policy.reached == [4.0, 2.0, 1.0] and policy.kept == [3.0, 1.0, 0.0]
+
+
+def plain_steps(policy: AdaptiveLength, rounds: int, guesses: list[bool] | None,
+                every: int = 8) -> list[LengthChoice]:
+    """``rounds`` choices at a plain step's cost, the guesses judged every ``every``
+    rounds (None: none); a choice to draft runs a round that keeps nothing."""
+    choices = []
+    for i in range(rounds):
+        choice = policy.choose()
+        choices.append(choice)
+        policy.observe(synthetic(choice.k, 0, draft_step=0.3,
+                                 verify=1.0 + 0.2 * choice.k, index=i + 1))
+        if guesses is not None and i % every == every - 1:
+            policy.observe_guesses(guesses)
+    return choices
+
+
+def test_guesses_replace_the_rounds_that_tried_drafting_from_plain_steps() -> None:
+    """Where nothing pays, without guesses auto tries drafting from its plain steps now
+    and then (exploring, hoping); once guesses all wrong are judged it never drafts
+    again, and once the guesses turn right it drafts again within the window over which
+    its counts fade."""
+    calibration = made_calibration(draft_step=0.3, slope=0.2).drafting_costs("draft")
+    blind = plain_steps(AdaptiveLength(8, calibration), 200, None)
+    assert sum(c.k > 0 for c in blind[TRIALS:]) >= 200 // EXPLORE_IDLE
+    guided = AdaptiveLength(8, calibration)
+    choices = plain_steps(guided, 200, [False] * 8)
+    assert choices[0].k == START
+    assert all(c.k == 0 and not c.explored for c in choices[8:])
+    turned = plain_steps(guided, WINDOW, [True] * 8)
+    assert any(c.k > 0 for c in turned)
+
+
+@pytest.mark.parametrize("drafter", ["llama_draft", "hybrid_draft"])
+def test_the_guesses_judged_are_the_drafts_a_round_would_have_made(
+        tiny_family, store, monkeypatch, drafter) -> None:
+    """Each plain step's token, judged against the draft model's own greedy guess from
+    the text before it (what a round drafting there would have proposed first): the
+    tokens judged after a round are the last ones it and the plain steps before it
+    produced, each verdict is the one a round drafting there would have got, and the
+    draft's later rounds propose what it would from the whole text."""
+    policy = ScriptedGuesses(SCRIPT)
+    monkeypatch.setattr(draft, "draft_length", lambda settings, name, calibration=None: policy)
+    monkeypatch.setattr(speculative, "GUESS_EVERY", 1)
+    draft_model = store.get(str(tiny_family[drafter]))
+    models = Models(store.get(str(tiny_family["llama_target"])), draft_model)
+    trace = run("draft", models, greedy())
+    assert trace.tokens == run("plain", models, greedy()).tokens
+    prompt = models.target.tokenizer.encode(PROMPT)
+
+    def own(before: list[int], n: int) -> list[int]:
+        return Trace("plain", list(run_strategy("plain", Models(draft_model), before,
+                                                greedy(max_tokens=n)))).tokens
+
+    expected = [own(prompt + trace.tokens[:i], 1) == [token]
+                for i, token in enumerate(trace.tokens)]
+    judged = [r.guesses for r in trace.rounds if r.guesses]
+    assert judged == policy.judged and len(judged) >= 3
+    position, seen = 0, []
+    for r in trace.rounds:
+        if r.drafted:
+            assert r.drafted == own(prompt + trace.tokens[:position], len(r.drafted))
+        position += len(r.tokens)
+        if r.guesses:
+            seen += expected[position - len(r.guesses):position]
+    assert [right for batch in judged for right in batch] == seen
+    assert len(seen) >= 5 and (drafter != "llama_draft" or any(seen) and not all(seen))

@@ -50,6 +50,23 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
     assert len(lines) == 3 and "drafted by" not in lines[0]
     assert lines[2] == ("auto chose 3 drafts: expects 2.40 tokens for 1.90 one-token "
                         "passes (1.26x a plain step)")
+    step = _round(drafted=[], accepted=0, tokens=[8], rejected_pieces=[], pieces=["c"],
+                  auto_k=0, auto_tokens=1.0, auto_cost=1.0,
+                  guesses=[True, False, True, True, False, False, True, True])
+    lines = verdict("draft", step, 4, 10).split("\n")
+    assert lines[2:] == [
+        "auto chose a plain step: no k was predicted to pay for its cost",
+        "then auto judged the draft's guesses at the last 8 tokens: 5 right (62%), as "
+        "drafting rounds there would have, with none run"]
+
+
+def test_the_headless_summary_counts_the_guesses_judged() -> None:
+    from specdeck.engines.draft_length import auto_summary
+
+    rounds = [_round(auto_k=2), _round(drafted=[], accepted=0, tokens=[8], pieces=["c"],
+                                       rejected_pieces=[], auto_k=0, guesses=[True, False])]
+    assert auto_summary(rounds).endswith(
+        "0 exploring rounds; 2 of the draft's guesses judged at plain steps, 50% right")
 
 
 def test_the_strip_shows_the_mlx_lm_rule_only_for_sampled_runs_and_auto_k() -> None:

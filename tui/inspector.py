@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from specdeck.engines.draft_length import choice_words
+from specdeck.engines.draft_length import choice_words, guess_words
 from specdeck.engines.events import DRAFTER_WORDS, Round
 from specdeck.engines.formatting import MISSING, plural
 from specdeck.literal import literal
@@ -150,8 +150,8 @@ def describe_rollback(event: Round) -> str:
 def verdict(strategy: str, event: Round, number: int, total: int) -> str:
     """The round in two lines: where it is, what lived, the tokens this target pass
     bought (and for ``chain``, who drafted); the rollback. Then, where they apply, what
-    mlx-lm's exact-match rule would have kept of the same drafts (temperature > 0) and
-    why ``auto`` chose the round's k."""
+    mlx-lm's exact-match rule would have kept of the same drafts (temperature > 0),
+    why ``auto`` chose the round's k and what the draft's guesses judged after it showed."""
     drafted = len(event.drafted)
     kept = (f"{event.accepted} of {drafted} accepted" if drafted
             else "nothing drafted")
@@ -164,9 +164,7 @@ def verdict(strategy: str, event: Round, number: int, total: int) -> str:
     if event.uniforms is not None and event.exact_match_accepted is not None:
         lines.append(f"mlx-lm's rule would have kept {event.exact_match_accepted} of "
                      f"{drafted} here (the target's own sample must equal the draft)")
-    chose = choice_words(event)
-    if chose:
-        lines.append(chose)
+    lines += filter(None, (choice_words(event), guess_words(event)))
     return "\n".join(lines)
 
 
