@@ -303,3 +303,34 @@ def test_the_sparkline_series_stays_short_and_keeps_each_spans_maximum():
             span *= 2
         assert points == [max(values[i : i + span]) for i in range(0, length, span)], length
         assert len(points) <= 9
+
+
+def test_a_toast_still_on_screen_is_not_stacked_again(monkeypatch) -> None:
+    """b held at round 1: one "round 1 is the first", not a screenful; another message
+    shows at once, and the same one again once the first has left the screen."""
+    from specdeck.tui import safe_text
+
+    class Shown:
+        NOTIFICATION_TIMEOUT = 5.0
+
+        def __init__(self) -> None:
+            self.shown: list[str] = []
+
+        def notify(self, message: str, **_) -> None:
+            self.shown.append(message)
+
+    class App(safe_text.LiteralNotify, Shown):
+        pass
+
+    clock = [100.0]
+    monkeypatch.setattr(safe_text.time, "monotonic", lambda: clock[0])
+    app = App()
+    for _ in range(20):
+        app.notify("draft: round 1 is the first")
+    app.notify("k = 3: restarting")
+    app.notify("an error", timeout=30)
+    clock[0] += 5.5
+    app.notify("draft: round 1 is the first")
+    app.notify("an error")
+    assert app.shown == ["draft: round 1 is the first", "k = 3: restarting", "an error",
+                         "draft: round 1 is the first"]

@@ -12,6 +12,8 @@ pictures (``ControlPictures``, ``pictured``). Widgets show strings from data thr
 
 from __future__ import annotations
 
+import time
+
 from rich.highlighter import Highlighter
 from rich.text import Text
 from textual.notifications import SeverityLevel
@@ -20,11 +22,24 @@ from specdeck.visible import MESSAGE_CHARS, pictured, visible
 
 
 class LiteralNotify:
-    """Mix into an ``App``: notifications are never markup."""
+    """Mix into an ``App``: notifications are never markup, and one still on screen is
+    not stacked again (b held at round 1 had filled the screen with "round 1 is the
+    first")."""
+
+    #: When each message (with its title) shown leaves the screen.
+    _toasts_until: dict[tuple[str, str], float] | None = None
 
     def notify(self, message: str, *, title: str = "",
                severity: SeverityLevel = "information", timeout: float | None = None,
                markup: bool = False) -> None:
+        if self._toasts_until is None:
+            self._toasts_until = {}
+        shown, key, now = self._toasts_until, (str(message), title), time.monotonic()
+        if shown.get(key, 0.0) > now:
+            return
+        if timeout is None:
+            timeout = self.NOTIFICATION_TIMEOUT  # type: ignore[attr-defined]
+        shown[key] = now + timeout
         super().notify(  # type: ignore[misc]
             visible(str(message), MESSAGE_CHARS), title=visible(title, MESSAGE_CHARS),
             severity=severity, timeout=timeout, markup=False,
