@@ -52,11 +52,14 @@ class DraftVocabulary:
         self.bias = layer.bias[tokens] if "bias" in layer else None
         mx.eval(self.rows, *([self.bias] if self.bias is not None else []))
 
+    def _logits(self, hidden: mx.array) -> mx.array:
+        """The cut-down output layer: logits over the listed rows of each hidden state."""
+        logits = hidden @ self.rows
+        return logits if self.bias is None else logits + self.bias
+
     def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
         """Log-probabilities over ``tokens``' rows (1, n) after the last of ``tokens``."""
-        hidden = self.trunk(tokens[None], cache=cache)[0, -1:]
-        logits = hidden @ self.rows
-        return log_probs(logits if self.bias is None else logits + self.bias)
+        return log_probs(self._logits(self.trunk(tokens[None], cache=cache)[0, -1:]))
 
     def pick(self, rows: mx.array) -> mx.array:
         """The token ids of rows chosen from ``step``'s log-probs."""
@@ -64,8 +67,7 @@ class DraftVocabulary:
 
     def guesses(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
         """The greedy guess (a token id) after each of ``tokens``, feeding them all."""
-        logits = self.trunk(tokens[None], cache=cache)[0] @ self.rows
-        return self.tokens[mx.argmax(logits if self.bias is None else logits + self.bias, -1)]
+        return self.pick(mx.argmax(self._logits(self.trunk(tokens[None], cache=cache)[0]), -1))
 
     def widen(self, logprobs: mx.array) -> mx.array:
         """Log-probs over the rows (1, n) as over the whole vocabulary (1, V): -inf for
