@@ -13,10 +13,10 @@ best drafting k while it stands at 0, so that a prediction which went wrong can 
 It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``): a few
 rejections at a text's hard start are not enough; what that hope may cost a run is
 bounded (``HOPE_BUDGET``). At temperature 0 a draft model needs neither the exploring
-rounds nor the hope while it stands at 0: every ``GUESS_EVERY`` plain steps it catches
-up with its output layer on each token they produced, and its greedy guess at each is
-judged as a drafting round there would have judged it (``observe_guesses``), for a
-fraction of a plain step.
+rounds nor the hope while it stands at 0: every ``GUESS_EVERY`` plain steps (less often
+while they keep it there) it catches up with its output layer on each token they
+produced, and its greedy guess at each is judged as a drafting round there would have
+judged it (``observe_guesses``), for a fraction of a plain step.
 The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
 then prose) and so does what pays. Costs are medians of the last few rounds of each
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
@@ -25,8 +25,9 @@ is left out of them.
 With this machine's calibration of the model pair (``specdeck calibrate``, cached) it
 need not time anything first: it drafts from the first round, pricing every length and
 the draft step from the calibration (in plain steps) until its own run has timed them;
-after its first tries it times one plain step, since a calibration measured on a quieter
-(or busier) machine would otherwise price every round against a plain step it never ran.
+after its first tries it times a plain step (between two others, as plain decoding runs
+them), since a calibration measured on a quieter (or busier) machine would otherwise
+price every round against a plain step it never ran.
 Its own timings then win, in one-token passes, and correct the lengths it has not timed;
 where no plain step has run, the calibration is scaled to this run's speed by the verify
 passes it has timed.
@@ -81,8 +82,18 @@ OPTIMISM = 1.5
 #: hoped round after round where the first draft is often rejected.
 HOPE_BUDGET = 4.0
 #: At temperature 0, while it stands at plain steps, the draft model's greedy guesses
-#: over every this many plain steps' tokens are judged (``observe_guesses``).
-GUESS_EVERY = 8
+#: over every this many plain steps' tokens are judged (``observe_guesses``); each
+#: judging that leaves it at plain steps doubles the wait, up to ``GUESS_MOST``: where
+#: no k pays they cost 0.18 of a plain step each time on smollm2 (3 % of a run judged
+#: every 8), and a drafting round chosen brings the wait back to ``GUESS_EVERY``.
+GUESS_EVERY, GUESS_MOST = 8, 32
+#: To leave plain steps for drafting rounds, the best k must be predicted this much
+#: faster than a plain step: near break-even the estimates err either way, and each
+#: way in costs what the prediction leaves out (the draft catching up, the plain
+#: steps' pipeline restarting after the rounds). Without it, on smollm2's prompts where
+#: every k loses (20-40 % of first drafts kept, k = 1 breaking even at about 40 %), auto
+#: went back and forth between plain steps and rounds that then lost.
+ENTER = 1.1
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -112,6 +123,10 @@ class DraftLength(Protocol):
 @runtime_checkable
 class LearnsFromGuesses(Protocol):
     """A policy that learns from the draft's greedy guesses over plain steps' tokens."""
+
+    def expect_guesses(self) -> None: ...
+
+    def guess_after(self) -> int: ...
 
     def observe_guesses(self, matches: list[bool]) -> None: ...
 
@@ -170,8 +185,11 @@ class AdaptiveLength:
         #: The seconds of the plain steps since the last drafting round. A plain step
         #: followed by another queues it before reading its own token, so a stretch's
         #: first step runs on into the second and its last, queued behind nothing, is
-        #: short (measured on smollm2: 92, 48, 48, ..., 8 ms): the steps between are
-        #: timed as they ran, the first and the last by their mean.
+        #: short (measured on smollm2: 92, 48, 48, ..., 8 ms): only the steps between
+        #: are timed, as plain decoding runs them. A plain step between two drafting
+        #: rounds is queued behind nothing and costs more (130 against 113 ms on
+        #: smollm2): priced by it, every drafting round looked 15 % cheaper than it is,
+        #: and auto drafted at 20 % acceptance where every k loses.
         self.stretch: list[float] = []
         self.draft_step = RecentMedian()
         #: Verify pass seconds by drafts verified (1..most), and whole rounds' seconds
@@ -187,9 +205,11 @@ class AdaptiveLength:
         #: Whether its first tries have all run (a plain step after them does not
         #: make the count of drafting rounds fall short again).
         self.tried = False
-        #: Whether the draft's guesses over plain steps' tokens have been judged: they
-        #: make exploring and hopeful rounds from plain steps needless.
+        #: Whether the draft's guesses over plain steps' tokens are judged: they make
+        #: exploring and hopeful rounds from plain steps needless.
         self.guessed = False
+        #: Plain steps' tokens to wait for before the next guesses are judged.
+        self.guess_wait = GUESS_EVERY
 
     def observe(self, event: Round) -> None:
         fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
@@ -202,8 +222,6 @@ class AdaptiveLength:
                 if len(self.stretch) > 2:  # the one before sat between two: steady
                     self.one_token.add(self.stretch[-2])
             return
-        if self.stretch:  # its first ran on into the next, its last did not: their mean
-            self.one_token.add((self.stretch[0] + self.stretch[-1]) / 2)
         self.stretch = []
         self.drafting_rounds += 1
         for i in range(min(event.accepted + 1, drafted, self.most)):
@@ -218,13 +236,24 @@ class AdaptiveLength:
             self.totals.setdefault(drafted, RecentMedian()).add(
                 event.draft_seconds + event.verify_seconds)
 
+    def expect_guesses(self) -> None:
+        """The loop will judge the draft's guesses over the plain steps' tokens: from
+        the first plain step on, no round is run only to try drafting (without guesses,
+        up to ``HOPE_BUDGET`` plain steps' worth of hopeful rounds: ten rounds of four
+        drafts on smollm2's csv prompt, each about 0.7 plain steps short)."""
+        self.guessed = True
+
+    def guess_after(self) -> int:
+        """How many plain steps' tokens the next guesses wait for."""
+        return self.guess_wait
+
     def observe_guesses(self, matches: list[bool]) -> None:
         """The draft's greedy guesses at consecutive tokens, each right or not: at
         temperature 0 a round drafting from any of those tokens would have kept the
         leading run of right guesses from there, so each is counted as such a round
         (up to the last guess judged). Plain steps thus measure the acceptance per
         position without a drafting round."""
-        self.guessed = True
+        self.guess_wait = min(2 * self.guess_wait, GUESS_MOST)
         for start in range(len(matches)):
             for i, right in enumerate(matches[start:start + self.most]):
                 self.reached[i] += 1.0
@@ -361,15 +390,20 @@ class AdaptiveLength:
             if tried < TRIALS and self.could_pay():
                 return LengthChoice(min(START, self.most))
             self.tried = tried >= TRIALS
-        if self.tried and not self.one_token.count and not self.stretch:
+        if self.tried and not self.one_token.count:
             # Priced from the calibration alone, a plain step may be dearer or cheaper
-            # here and now than it says: time one before the first choice.
+            # here and now than it says: time one, between two more, before the first
+            # choice.
             return LengthChoice(0)
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
+        if not self.in_flight and speed[best] < ENTER * speed[0]:
+            best = 0
         k, explored = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE)
+        if best:
+            self.guess_wait = GUESS_EVERY
         if best == 0 and self.guessed:
             explored = False  # the guesses judge drafts with no round run to try
         elif explored and best == 0:
@@ -426,7 +460,8 @@ def choice_words(event: Round) -> str | None:
     explored = ("; exploring: a k other than the best predicted, to keep its estimates "
                 "honest" if event.auto_explored else "")
     if event.auto_k == 0:
-        return f"auto chose a plain step: no k was predicted to pay for its cost{explored}"
+        return ("auto chose a plain step: no k was predicted to pay for its cost (to leave "
+                f"plain steps, by {ENTER - 1:.0%}){explored}")
     gain = event.auto_tokens / event.auto_cost
     return (f"auto chose {drafts}: expects {event.auto_tokens:.2f} tokens for "
             f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){explored}")

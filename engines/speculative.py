@@ -23,7 +23,7 @@ from specdeck.engines.decoding import (
     CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, forward_hidden, prefill_event, wired_limit,
 )
 from specdeck.engines.draft_length import (
-    GUESS_EVERY, AdaptiveLength, DraftLength, LearnsFromGuesses, LengthChoice,
+    AdaptiveLength, DraftLength, LearnsFromGuesses, LengthChoice,
 )
 from specdeck.engines.events import EndKind, Event, Round
 from specdeck.engines.loading import LoadedModel
@@ -128,6 +128,8 @@ def run_speculative(
     guessing = lengths.get(proposer.guesser or "") if sampling.greedy else None
     if not isinstance(guessing, LearnsFromGuesses):
         guessing = None
+    else:
+        guessing.expect_guesses()
 
     def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
         drafter = proposer.drafter()
@@ -265,7 +267,7 @@ def run_speculative(
             lengths[this_drafter].observe(event)
             if guessing is not None and not output.finished:
                 with mx.stream(generation_stream):
-                    judged = proposer.guesses(GUESS_EVERY)
+                    judged = proposer.guesses(guessing.guess_after())
                 if judged:
                     guessing.observe_guesses(judged)
                     event.guesses = judged

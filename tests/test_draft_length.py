@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from specdeck.engines import draft, mtp, ngram, speculative
+from specdeck.engines import draft, mtp, ngram
 from specdeck.engines import draft_length as draft_length_module
 from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_IDLE, HOPE_BUDGET, START, TRIALS, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    ENTER, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, START, TRIALS, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -83,14 +83,17 @@ def test_a_first_plain_step_then_a_first_try() -> None:
     assert policy.one_token.value == 1.0
 
 
-def test_a_stretch_of_plain_steps_is_timed_by_its_ends() -> None:
-    """Between drafting rounds: a lone plain step as it ran, a stretch's first (which
-    ran on into the next) and last (queued behind nothing) by their mean."""
+def test_only_a_plain_step_between_two_others_is_timed() -> None:
+    """A plain step is priced as plain decoding runs it, queued behind the one before:
+    not by a lone plain step between drafting rounds (queued behind nothing, dearer),
+    nor by a stretch's first (which ran on into the next) or last."""
     policy = AdaptiveLength(4)
-    for i, (k, seconds) in enumerate([(0, 1.9), (0, 0.1), (2, 1.5), (0, 1.2), (2, 1.5)], 1):
+    steps = [(0, 1.9), (0, 0.1), (2, 1.5), (0, 1.2), (2, 1.5), (0, 1.3), (0, 1.0), (0, 0.9),
+             (0, 0.2), (2, 1.5)]
+    for i, (k, seconds) in enumerate(steps, 1):
         policy.observe(synthetic(k, 1, draft_step=0.1, verify=seconds, index=i) if k else
                        synthetic(0, 0, draft_step=0, verify=seconds, index=i))
-    assert list(policy.one_token.values) == [1.0, 1.2]
+    assert list(policy.one_token.values) == [1.0, 0.9]
 
 
 def test_one_slow_round_barely_moves_the_costs() -> None:
@@ -174,10 +177,10 @@ def made_calibration(draft_step: float, slope: float, mtp_step: float | None = N
 
 def test_a_calibration_prices_the_first_round() -> None:
     """With this machine's calibration ``auto`` times nothing first: it tries ``START``
-    drafts for ``TRIALS`` rounds (counting the one in flight), times a plain step (the
-    calibration's may be off for this run), then picks the best k for the costs and the
-    drafts judged; a calibration where no k could pay even with every draft kept starts
-    with plain steps."""
+    drafts for ``TRIALS`` rounds (counting the one in flight), times a plain step between
+    two others (the calibration's may be off for this run), then picks the best k for the
+    costs and the drafts judged; a calibration where no k could pay even with every
+    draft kept starts with plain steps."""
     cheap = made_calibration(draft_step=0.05, slope=0.02)
     policy = draft_length(DecodeSettings(num_draft_tokens=AUTO), "draft", cheap)
     assert isinstance(policy, AdaptiveLength)
@@ -192,8 +195,10 @@ def test_a_calibration_prices_the_first_round() -> None:
         choice = policy.choose()
         assert (choice == LengthChoice(START)) == (i < TRIALS - 2)
     assert choice == LengthChoice(0)
-    policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=TRIALS))
-    choice = policy.choose()
+    for i in range(3):
+        policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=TRIALS + i))
+        choice = policy.choose()
+        assert (choice == LengthChoice(0)) == (i < 2)
     model = cheap.cost_model("draft", survival=policy.survival())
     assert choice.k == model.best_k() and choice.k > START and not choice.explored
     assert choice.tokens / choice.cost == pytest.approx(model.predicted(choice.k))
@@ -341,6 +346,13 @@ class ScriptedGuesses(Scripted):
     def __init__(self, script: list[int]) -> None:
         super().__init__(script)
         self.judged: list[list[bool]] = []
+        self.expected = False
+
+    def expect_guesses(self) -> None:
+        self.expected = True
+
+    def guess_after(self) -> int:
+        return 1  # every token's guess judged
 
     def observe_guesses(self, matches: list[bool]) -> None:
         self.judged.append(matches)
@@ -536,17 +548,55 @@ def plain_steps(policy: AdaptiveLength, rounds: int, guesses: list[bool] | None,
 def test_guesses_replace_the_rounds_that_tried_drafting_from_plain_steps() -> None:
     """Where nothing pays, without guesses auto tries drafting from its plain steps now
     and then (exploring, hoping); once guesses all wrong are judged it never drafts
-    again, and once the guesses turn right it drafts again within the window over which
-    its counts fade."""
+    again, and once the guesses turn right it drafts again within about the window over
+    which its counts fade."""
     calibration = made_calibration(draft_step=0.3, slope=0.2).drafting_costs("draft")
     blind = plain_steps(AdaptiveLength(8, calibration), 200, None)
     assert sum(c.k > 0 for c in blind[TRIALS:]) >= 200 // EXPLORE_IDLE
     guided = AdaptiveLength(8, calibration)
+    guided.expect_guesses()
     choices = plain_steps(guided, 200, [False] * 8)
     assert choices[0].k == START
     assert all(c.k == 0 and not c.explored for c in choices[8:])
-    turned = plain_steps(guided, WINDOW, [True] * 8)
+    turned = plain_steps(guided, WINDOW + 8, [True] * 8)  # the margin to leave: ENTER
     assert any(c.k > 0 for c in turned)
+
+
+def test_leaving_plain_steps_takes_a_margin() -> None:
+    """From plain steps auto drafts only for a k predicted ``ENTER`` times as fast as a
+    plain step; while drafting, any k that beats a plain step keeps it drafting."""
+    policy = AdaptiveLength(2)
+    policy.expect_guesses()  # no hopeful round from plain steps
+    policy.one_token.add(1.0)
+    policy.tried = True
+
+    def predicted(gain: float) -> None:
+        policy.predictions = lambda optimism=0.0: [(1.0, 1.0), (gain, 1.0), (1.0, 1.0)]
+
+    predicted(1.0 + (ENTER - 1) / 2)
+    assert policy.choose().k == 0 and policy.choose().k == 0
+    policy.in_flight = 1
+    assert policy.choose().k == 1
+    predicted(ENTER + 0.01)
+    assert policy.choose().k == 1 and policy.choose().k == 1
+
+
+def test_guesses_that_keep_auto_at_plain_steps_are_judged_less_often() -> None:
+    """Each judging that leaves auto at plain steps doubles the plain steps the next one
+    waits for, up to ``GUESS_MOST``; once drafting pays again, back to ``GUESS_EVERY``."""
+    calibration = made_calibration(draft_step=0.3, slope=0.2).drafting_costs("draft")
+    policy = AdaptiveLength(8, calibration)
+    policy.expect_guesses()
+    plain_steps(policy, 8, None)
+    waits = [policy.guess_after()]
+    for _ in range(4):
+        policy.observe_guesses([False] * 8)
+        assert policy.choose().k == 0
+        waits.append(policy.guess_after())
+    assert waits == [GUESS_EVERY, 16, GUESS_MOST, GUESS_MOST, GUESS_MOST]
+    for _ in range(12):  # against the 32 wrong
+        policy.observe_guesses([True] * 8)
+    assert policy.choose().k > 0 and policy.guess_after() == GUESS_EVERY
 
 
 @pytest.mark.parametrize("drafter", ["llama_draft", "hybrid_draft"])
@@ -559,7 +609,6 @@ def test_the_guesses_judged_are_the_drafts_a_round_would_have_made(
     draft's later rounds propose what it would from the whole text."""
     policy = ScriptedGuesses(SCRIPT)
     monkeypatch.setattr(draft, "draft_length", lambda settings, name, calibration=None: policy)
-    monkeypatch.setattr(speculative, "GUESS_EVERY", 1)
     draft_model = store.get(str(tiny_family[drafter]))
     models = Models(store.get(str(tiny_family["llama_target"])), draft_model)
     trace = run("draft", models, greedy())
@@ -573,7 +622,7 @@ def test_the_guesses_judged_are_the_drafts_a_round_would_have_made(
     expected = [own(prompt + trace.tokens[:i], 1) == [token]
                 for i, token in enumerate(trace.tokens)]
     judged = [r.guesses for r in trace.rounds if r.guesses]
-    assert judged == policy.judged and len(judged) >= 3
+    assert judged == policy.judged and len(judged) >= 3 and policy.expected
     position, seen = 0, []
     for r in trace.rounds:
         if r.drafted:
