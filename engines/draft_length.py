@@ -87,13 +87,6 @@ HOPE_BUDGET = 4.0
 #: no k pays they cost 0.18 of a plain step each time on smollm2 (3 % of a run judged
 #: every 8), and a drafting round chosen brings the wait back to ``GUESS_EVERY``.
 GUESS_EVERY, GUESS_MOST = 8, 32
-#: To leave plain steps for drafting rounds, the best k must be predicted this much
-#: faster than a plain step: near break-even the estimates err either way, and each
-#: way in costs what the prediction leaves out (the draft catching up, the plain
-#: steps' pipeline restarting after the rounds). Without it, on smollm2's prompts where
-#: every k loses (20-40 % of first drafts kept, k = 1 breaking even at about 40 %), auto
-#: went back and forth between plain steps and rounds that then lost.
-ENTER = 1.1
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -398,8 +391,6 @@ class AdaptiveLength:
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
-        if not self.in_flight and speed[best] < ENTER * speed[0]:
-            best = 0
         k, explored = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE)
         if best:
@@ -460,8 +451,7 @@ def choice_words(event: Round) -> str | None:
     explored = ("; exploring: a k other than the best predicted, to keep its estimates "
                 "honest" if event.auto_explored else "")
     if event.auto_k == 0:
-        return ("auto chose a plain step: no k was predicted to pay for its cost (to leave "
-                f"plain steps, by {ENTER - 1:.0%}){explored}")
+        return f"auto chose a plain step: no k was predicted to pay for its cost{explored}"
     gain = event.auto_tokens / event.auto_cost
     return (f"auto chose {drafts}: expects {event.auto_tokens:.2f} tokens for "
             f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){explored}")

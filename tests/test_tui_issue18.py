@@ -55,8 +55,7 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
                   guesses=[True, False, True, True, False, False, True, True])
     lines = verdict("draft", step, 4, 10).split("\n")
     assert lines[2:] == [
-        "auto chose a plain step: no k was predicted to pay for its cost (to leave plain "
-        "steps, by 10%)",
+        "auto chose a plain step: no k was predicted to pay for its cost",
         "then auto judged the draft's guesses at the last 8 tokens: 5 right (62%), as "
         "drafting rounds there would have, with none run"]
 
