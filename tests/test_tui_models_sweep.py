@@ -4,6 +4,7 @@ catalog and hand-built documents."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -147,13 +148,15 @@ async def test_every_picker_column_stands_under_its_heading(catalog):
             return (next(row for row in rows if " fit " in row and " model " in row),
                     next(row for row in rows if "draft-1m" in row))
 
+        def aligned() -> bool:
+            heading, first = lines()
+            return heading.index(" model ") + 1 == first.index("draft-1m")
+
         # The heading may be drawn once at its own widths before the rows widen the
-        # columns (seen once in CI on a loaded machine): what stays on screen counts.
-        try:
-            await until(pilot, lambda: lines()[0].index(" model ") + 1
-                        == lines()[1].index("draft-1m"), 10.0)
-        except AssertionError:
-            pass  # the assertions below say what is wrong
+        # columns (seen once in CI on a loaded machine): what stays on screen counts,
+        # and the assertions below say what is wrong if it never lines up.
+        with contextlib.suppress(AssertionError):
+            await until(pilot, aligned, 10.0)
         heading, first = lines()
         assert heading.index(" fit ") + 1 == first.index("suggested")
         assert heading.index(" model ") + 1 == first.index("draft-1m")
