@@ -409,7 +409,12 @@ def test_auto_equals_plain_and_records_its_choices(tiny_family, store, name) -> 
     assert trace.tokens == run("plain", models, greedy(max_tokens=96)).tokens
     assert all(r.auto_k is not None and len(r.drafted) <= r.auto_k for r in trace.rounds)
     assert trace.rounds[0].auto_k == 0 and trace.rounds[0].auto_tokens is None
-    assert any(r.auto_explored for r in trace.rounds)
+    # It learns past the k it chose: by exploring, or (a draft model at temperature 0,
+    # sitting at plain steps) by judging the draft's guesses; which one the run's
+    # timings decide.
+    assert any(r.auto_explored or r.guesses is not None for r in trace.rounds)
+    if name == "ngram":
+        assert any(r.auto_explored for r in trace.rounds)
     assert any(r.drafted for r in trace.rounds)
     assert all(choice_words(r).startswith("auto chose") for r in trace.rounds)
     fixed = run(name, models, greedy(num_draft_tokens=2))
