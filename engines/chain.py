@@ -64,6 +64,12 @@ class Chain:
     def guesses(self, at_least: int) -> list[bool] | None:
         return self.fallback.guesses(at_least)
 
+    def judge_guesses(self) -> None:
+        self.fallback.judge_guesses()
+
+    def bonus_guess(self) -> tuple[int, bool] | None:
+        return self.fallback.bonus_guess()
+
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:

@@ -46,6 +46,11 @@ class DraftModel:
         self.keys = keys
         self.pending: mx.array | None = None
         self.points: list[Checkpoint] = []
+        #: Whether the greedy guess at the target's token after a round drafted in full
+        #: is judged (``judge_guesses``), and that round's drafts while it waits to be.
+        self.judging = False
+        self.full = 0
+        self.bonus: tuple[int, mx.array] | None = None
 
     def drafter(self) -> str:
         return "draft"
@@ -59,6 +64,7 @@ class DraftModel:
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         y = self.pending
         self.points = []
+        full, self.full = self.full, 0
         if not count:
             return mx.array([], mx.uint32), None
         if y.size > 2:
@@ -66,11 +72,19 @@ class DraftModel:
             # together, as mlx-lm feeds them.)
             y = prefill(self.model, self.cache, y, self.prefill_step_size)
         drafts, lps = [], []
-        for _ in range(count):
+        for i in range(count):
             self.points.append(checkpoint(self.cache, y.size))
             # (1, V) and (1,): no reshaping between steps (on the CPU backend every
             # operation costs dispatch time, and this loop is most of a round).
-            lp = sampling_logprobs(self.vocabulary.step(self.cache, y), self.sampling)
+            if i == 0 and full and self.judging:
+                # y is the last draft and the target's token after it: the guess after
+                # the draft comes from the same pass, one row more of the output layer.
+                logits, guessed = self.vocabulary.step_guessing(self.cache, y)
+                self.bonus = (full, guessed == y[1:])
+                mx.async_eval(self.bonus[1])
+            else:
+                logits = self.vocabulary.step(self.cache, y)
+            lp = sampling_logprobs(logits, self.sampling)
             y = self.vocabulary.pick(choose(lp, self.sampling, self.keys))
             mx.async_eval(y)
             drafts.append(y)
@@ -89,11 +103,23 @@ class DraftModel:
         self.pending = y[-1:]
         return (guessed == y[1:]).tolist()
 
+    def judge_guesses(self) -> None:
+        self.judging = True
+
+    def bonus_guess(self) -> tuple[int, bool] | None:
+        """After a round it drafted in full (k drafts, all kept): k, and whether its
+        greedy guess at the target's token after them was right, judged with the next
+        round's first draft step; None when that round drafted nothing (``guesses``
+        judges it then)."""
+        bonus, self.bonus = self.bonus, None
+        return None if bonus is None else (bonus[0], bool(bonus[1].item()))
+
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
         k, points = len(drafts), self.points
         self.points = []
+        self.full = k if points and accepted == k else 0
         if not points:  # someone else drafted, or nobody: catch up next time
             kept = mx.array(drafts[:accepted] + [token], mx.uint32)
             self.pending = mx.concatenate([self.pending, kept])

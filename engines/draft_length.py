@@ -12,11 +12,16 @@ tries a neighbour of the best k instead (one more draft, one fewer), and every 3
 best drafting k while it stands at 0, so that a prediction which went wrong can recover.
 It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``): a few
 rejections at a text's hard start are not enough; what that hope may cost a run is
-bounded (``HOPE_BUDGET``). At temperature 0 a draft model needs neither the exploring
-rounds nor the hope while it stands at 0: every ``GUESS_EVERY`` plain steps (less often
-while they keep it there) it catches up with its output layer on each token they
-produced, and its greedy guess at each is judged as a drafting round there would have
-judged it (``observe_guesses``), for a fraction of a plain step.
+bounded (``HOPE_BUDGET``). While it drafts, the same doubt of the positions past its k
+sends it deeper at once, from the same budget (charged against the best k's rate). At
+temperature 0 a draft model needs neither the exploring rounds nor the hope while it
+stands at 0: every ``GUESS_EVERY`` plain steps (less often while they keep it there) it
+catches up with its output layer on each token they produced, and its greedy guess at
+each is judged as a drafting round there would have judged it (``observe_guesses``),
+for a fraction of a plain step. After a round that kept all its k drafts, its guess at
+the target's token after them (one more row of the output layer in its next first
+step) judges position k + 1 as a round of one more draft would have
+(``observe_bonus``).
 The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
 then prose) and so does what pays. Costs are medians of the last few rounds of each
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
@@ -77,7 +82,7 @@ PRIOR_WEIGHT = 2.0
 OPTIMISM = 1.5
 #: What hoping may cost a run, in plain steps: the sum over its hopeful rounds of what
 #: each was predicted (on the estimates, without the optimism) to fall short of plain
-#: steps by. A hopeful round rejected at its first draft judges none of the deeper
+#: steps (or, while drafting, of the best k's rate) by. A hopeful round rejected at its first draft judges none of the deeper
 #: positions whose doubt it hoped on, so that doubt never shrinks: without a bound auto
 #: hoped round after round where the first draft is often rejected.
 HOPE_BUDGET = 4.0
@@ -122,6 +127,8 @@ class LearnsFromGuesses(Protocol):
     def guess_after(self) -> int: ...
 
     def observe_guesses(self, matches: list[bool]) -> None: ...
+
+    def observe_bonus(self, drafts: int, right: bool) -> None: ...
 
 
 class FixedLength:
@@ -248,13 +255,25 @@ class AdaptiveLength:
         position without a drafting round."""
         self.guess_wait = min(2 * self.guess_wait, GUESS_MOST)
         for start in range(len(matches)):
-            for i, right in enumerate(matches[start:start + self.most]):
-                self.reached[i] += 1.0
-                self.judged[i] += 1
-                if not right:
-                    break
-                self.kept[i] += 1.0
-                self.kept_all[i] += 1
+            self._judge(matches[start:start + self.most], 0)
+
+    def observe_bonus(self, drafts: int, right: bool) -> None:
+        """The draft's greedy guess at the target's token after a round of ``drafts``,
+        all kept: a round of one more draft would have kept that one or not, so the
+        next position is judged without a round run to try it (the upward
+        explorations only judged it when every draft before it was kept, too)."""
+        self._judge([right], drafts)
+
+    def _judge(self, matches: list[bool], depth: int) -> None:
+        """Count right guesses in a row from position ``depth`` on, up to the first
+        wrong one."""
+        for i, right in enumerate(matches[:self.most - depth], depth):
+            self.reached[i] += 1.0
+            self.judged[i] += 1
+            if not right:
+                break
+            self.kept[i] += 1.0
+            self.kept_all[i] += 1
 
     def survival(self, optimism: float = 0.0) -> list[float]:
         """``s_i`` for i = 1..most: the product of each position's conditional
@@ -361,10 +380,11 @@ class AdaptiveLength:
         return any(model.round_cost(k) < k + 1 for k in range(1, self.most + 1))
 
     def hope(self) -> int:
-        """Where plain steps win on the estimates: the k that would pay most were each
+        """The k that would pay most were each
         position's acceptance ``OPTIMISM`` standard errors higher, at most one position
         past the deepest judged (hope spent on positions no draft reaches would never
-        run out); 0 once the drafts judged rule every such k out."""
+        run out); the best k on the estimates once the drafts judged rule every
+        deeper one out."""
         frontier = sum(1 for n in self.judged if n) + 1
         hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
         return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
@@ -402,10 +422,12 @@ class AdaptiveLength:
         elif explored:
             up = self.explorations % 2 == 0 and best < self.most
             k = best + 1 if up else best - 1
-        elif best == 0 and self.hope_spent < HOPE_BUDGET:
-            k = self.hope()
-            explored = k > 0
-            self.hope_spent += predicted[k][1] - predicted[k][0]
+        elif self.hope_spent < HOPE_BUDGET and (best or not self.guessed):
+            k = max(best, self.hope())
+            explored = k > best
+            # What the hopeful round is predicted to lose against the best k's rate.
+            rate = predicted[best][1] / predicted[best][0]
+            self.hope_spent += predicted[k][1] - predicted[k][0] * rate
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
         tokens, cost = predicted[k]

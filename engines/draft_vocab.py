@@ -61,6 +61,12 @@ class DraftVocabulary:
         """Log-probabilities over ``tokens``' rows (1, n) after the last of ``tokens``."""
         return log_probs(self._logits(self.trunk(tokens[None], cache=cache)[0, -1:]))
 
+    def step_guessing(self, cache: Sequence[Any], tokens: mx.array) -> tuple[mx.array, mx.array]:
+        """``step``, with the greedy guess (a token id) after each of ``tokens`` but the
+        last, from the same pass."""
+        logits = self._logits(self.trunk(tokens[None], cache=cache)[0])
+        return log_probs(logits[-1:]), self.pick(mx.argmax(logits[:-1], -1))
+
     def pick(self, rows: mx.array) -> mx.array:
         """The token ids of rows chosen from ``step``'s log-probs."""
         return self.tokens[rows]
@@ -86,6 +92,10 @@ class WholeVocabulary:
 
     def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
         return forward(self.model, cache, tokens)[-1:]
+
+    def step_guessing(self, cache: Sequence[Any], tokens: mx.array) -> tuple[mx.array, mx.array]:
+        logits = self.model(tokens[None], cache=cache)[0]
+        return log_probs(logits[-1:]), mx.argmax(logits[:-1], -1)
 
     def pick(self, rows: mx.array) -> mx.array:
         return rows

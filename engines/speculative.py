@@ -81,6 +81,16 @@ class Proposer(Protocol):
         ``at_least`` are pending. Asked only at temperature 0, of a ``guesser``."""
         ...
 
+    def judge_guesses(self) -> None:
+        """``guesses`` will be asked for, and ``bonus_guess`` after every round."""
+        ...
+
+    def bonus_guess(self) -> tuple[int, bool] | None:
+        """After a round ``guesser`` drafted and the target kept in full (k drafts):
+        k, and whether its greedy guess at the target's token after them was right;
+        None after any other round. Asked only at temperature 0, of a ``guesser``."""
+        ...
+
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
@@ -130,6 +140,7 @@ def run_speculative(
         guessing = None
     else:
         guessing.expect_guesses()
+        proposer.judge_guesses()
 
     def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
         drafter = proposer.drafter()
@@ -189,6 +200,8 @@ def run_speculative(
                 mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
             mx.eval(verdict.passed, verdict.fallback)
             drafted = drafts.tolist()
+            if guessing is not None and (bonus := proposer.bonus_guess()) is not None:
+                guessing.observe_bonus(*bonus)
             accepted = leading_run(verdict.passed.tolist())
             token = verdict.fallback.tolist()[accepted]
 

@@ -274,6 +274,20 @@ def test_hoping_costs_a_run_a_bounded_number_of_plain_steps(monkeypatch) -> None
     assert unbounded_cost > HOPE_BUDGET + 2.0 and unbounded_rounds > bounded_rounds + 20
 
 
+def test_while_drafting_auto_hopes_on_the_positions_past_its_k() -> None:
+    """Half the rounds keep every draft: drafting two, auto tries deeper k at once, as
+    hopeful rounds on the doubt of positions it has not drafted (before, it went one
+    deeper per exploration), and charges what each was predicted to lose against the
+    best k's rate to the hope budget."""
+    calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
+    policy = AdaptiveLength(8, calibration)
+    policy.expect_guesses()
+    choices = feed(policy, 0.5, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
+                   rounds=10)
+    assert len([c for c in choices if c.explored and c.k > START]) >= 3
+    assert 0 < policy.hope_spent <= HOPE_BUDGET
+
+
 def test_without_a_plain_step_the_calibration_is_scaled_to_the_run() -> None:
     """No one-token pass timed yet: the verify passes the run timed, over what the
     calibration says they cost, give this run's target step; other lengths keep the
@@ -346,6 +360,7 @@ class ScriptedGuesses(Scripted):
     def __init__(self, script: list[int]) -> None:
         super().__init__(script)
         self.judged: list[list[bool]] = []
+        self.bonuses: list[tuple[int, bool]] = []
         self.expected = False
 
     def expect_guesses(self) -> None:
@@ -356,6 +371,9 @@ class ScriptedGuesses(Scripted):
 
     def observe_guesses(self, matches: list[bool]) -> None:
         self.judged.append(matches)
+
+    def observe_bonus(self, drafts: int, right: bool) -> None:
+        self.bonuses.append((drafts, right))
 
 
 @pytest.fixture
@@ -535,6 +553,18 @@ def test_guesses_count_as_the_rounds_that_would_have_drafted_there() -> None:
     assert policy.reached == [4.0, 2.0, 1.0] and policy.kept == [3.0, 1.0, 0.0]
 
 
+def test_a_guess_after_a_round_kept_in_full_judges_the_next_position() -> None:
+    """Two rounds of two drafts kept, the guess after the first right and after the
+    second wrong: position three judged twice, kept once; past the deepest position
+    auto drafts there is nothing to judge."""
+    policy = AdaptiveLength(3)
+    for right in (True, False):
+        policy.observe(synthetic(2, 2, draft_step=0.3, verify=1.0))
+        policy.observe_bonus(2, right)
+    policy.observe_bonus(3, True)
+    assert policy.judged == [2, 2, 2] and policy.kept_all == [2, 2, 1]
+
+
 def plain_steps(policy: AdaptiveLength, rounds: int, guesses: list[bool] | None,
                 every: int = 8) -> list[LengthChoice]:
     """``rounds`` choices at a plain step's cost, the guesses judged every ``every``
@@ -618,3 +648,12 @@ def test_the_guesses_judged_are_the_drafts_a_round_would_have_made(
             seen += expected[position - len(r.guesses):position]
     assert [right for batch in judged for right in batch] == seen
     assert len(seen) >= 5 and (drafter != "llama_draft" or any(seen) and not all(seen))
+    # A round kept in full, then another drafted: the draft's guess at the target's
+    # token after the first's drafts, judged (from the second's first step) as a round
+    # of one more draft would have judged it.
+    position, bonuses = 0, []
+    for r, after in zip(trace.rounds, trace.rounds[1:]):
+        position += len(r.tokens)
+        if r.drafted and r.accepted == len(r.drafted) and after.drafted:
+            bonuses.append((len(r.drafted), expected[position - 1]))
+    assert policy.bonuses == bonuses and (bonuses or drafter != "llama_draft")
