@@ -46,10 +46,12 @@ class DraftModel:
         self.keys = keys
         self.pending: mx.array | None = None
         self.points: list[Checkpoint] = []
-        #: Whether the greedy guess at the target's token after a round drafted in full
-        #: is judged (``judge_guesses``), and that round's drafts while it waits to be.
+        #: Whether its guess at the target's token after a round it drafted in full is
+        #: judged (``judge_guesses``).
         self.judging = False
+        #: The drafts of the round just settled when the target kept them all, else 0.
         self.full = 0
+        #: Those drafts and the verdict on that guess, until ``bonus_guess`` reads it.
         self.bonus: tuple[int, mx.array] | None = None
 
     def drafter(self) -> str:

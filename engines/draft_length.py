@@ -82,9 +82,10 @@ PRIOR_WEIGHT = 2.0
 OPTIMISM = 1.5
 #: What hoping may cost a run, in plain steps: the sum over its hopeful rounds of what
 #: each was predicted (on the estimates, without the optimism) to fall short of plain
-#: steps (or, while drafting, of the best k's rate) by. A hopeful round rejected at its first draft judges none of the deeper
-#: positions whose doubt it hoped on, so that doubt never shrinks: without a bound auto
-#: hoped round after round where the first draft is often rejected.
+#: steps (or, while drafting, of the best k's rate) by. A hopeful round rejected at its
+#: first draft judges none of the deeper positions whose doubt it hoped on, so that
+#: doubt never shrinks: without a bound auto hoped round after round where the first
+#: draft is often rejected.
 HOPE_BUDGET = 4.0
 #: At temperature 0, while it stands at plain steps, the draft model's greedy guesses
 #: over every this many plain steps' tokens are judged (``observe_guesses``); each
@@ -380,11 +381,10 @@ class AdaptiveLength:
         return any(model.round_cost(k) < k + 1 for k in range(1, self.most + 1))
 
     def hope(self) -> int:
-        """The k that would pay most were each
-        position's acceptance ``OPTIMISM`` standard errors higher, at most one position
-        past the deepest judged (hope spent on positions no draft reaches would never
-        run out); the best k on the estimates once the drafts judged rule every
-        deeper one out."""
+        """The k that would pay most were each position's acceptance ``OPTIMISM``
+        standard errors higher, at most one position past the deepest judged (hope
+        spent on positions no draft reaches would never run out); the best k on the
+        estimates once the drafts judged rule every deeper one out."""
         frontier = sum(1 for n in self.judged if n) + 1
         hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
         return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
