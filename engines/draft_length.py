@@ -107,8 +107,11 @@ class LengthChoice:
     #: round costs, in one-token passes (None: a fixed k, or nothing measured yet).
     tokens: float | None = None
     cost: float | None = None
-    #: A neighbour of the best k, tried to keep the measurements fresh.
+    #: Not the best k predicted: a neighbour of it, tried to keep the measurements
+    #: fresh, or (``hoped``) a deeper k that too few judged drafts rule out.
     explored: bool = False
+    #: A hopeful round (``HOPE_BUDGET``), not one of the regular explorations.
+    hoped: bool = False
 
 
 class DraftLength(Protocol):
@@ -411,8 +414,8 @@ class AdaptiveLength:
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
         best = max(range(len(speed)), key=lambda k: (speed[k], -k))
-        k, explored = best, self.rounds - self.explored_at >= (
-            EXPLORE_EVERY if best else EXPLORE_IDLE)
+        k, explored, hoped = best, self.rounds - self.explored_at >= (
+            EXPLORE_EVERY if best else EXPLORE_IDLE), False
         if best:
             self.guess_wait = GUESS_EVERY
         if best == 0 and self.guessed:
@@ -424,14 +427,14 @@ class AdaptiveLength:
             k = best + 1 if up else best - 1
         elif self.hope_spent < HOPE_BUDGET and (best or not self.guessed):
             k = max(best, self.hope())
-            explored = k > best
+            explored = hoped = k > best
             # What the hopeful round is predicted to lose against the best k's rate.
             rate = predicted[best][1] / predicted[best][0]
             self.hope_spent += predicted[k][1] - predicted[k][0] * rate
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
         tokens, cost = predicted[k]
-        return LengthChoice(k, tokens, cost, explored)
+        return LengthChoice(k, tokens, cost, explored, hoped)
 
 
 def draft_length(settings: DecodeSettings, drafter: str,
@@ -470,8 +473,12 @@ def choice_words(event: Round) -> str | None:
                     "drafting rounds against")
         return (f"auto chose {drafts}: one of its first {TRIALS} tries, before it chooses "
                 "from the drafts they judge")
-    explored = ("; exploring: a k other than the best predicted, to keep its estimates "
-                "honest" if event.auto_explored else "")
+    explored = ("" if not event.auto_explored else
+                "; hoping: deeper than the best predicted, as too few drafts were judged "
+                "there to rule it out (within a budget of plain steps it may lose)"
+                if event.auto_hoped else
+                "; exploring: a k other than the best predicted, to keep its estimates "
+                "honest")
     if event.auto_k == 0:
         return f"auto chose a plain step: no k was predicted to pay for its cost{explored}"
     gain = event.auto_tokens / event.auto_cost
@@ -497,10 +504,11 @@ def auto_summary(rounds: list[Round]) -> str | None:
     counts = {k: chosen.count(k) for k in sorted(set(chosen))}
     usual = max(counts, key=lambda k: (counts[k], -k))
     plain = counts.get(0, 0) / len(chosen)
-    explored = sum(r.auto_explored for r in rounds)
+    hoped = sum(r.auto_hoped for r in rounds)
+    explored = sum(r.auto_explored for r in rounds) - hoped
     guesses = [right for r in rounds for right in r.guesses or ()]
     judged = (f"; {len(guesses)} of the draft's guesses judged at plain steps, "
               f"{sum(guesses) / len(guesses):.0%} right" if guesses else "")
     return (f"auto drafted k = {min(counts)}..{max(counts)}, mostly {usual}; plain steps in "
-            f"{plain:.0%} of rounds; {explored} exploring round{'' if explored == 1 else 's'}"
-            f"{judged}")
+            f"{plain:.0%} of rounds; {explored} exploring round{'' if explored == 1 else 's'}, "
+            f"{hoped} hopeful{judged}")

@@ -116,7 +116,7 @@ def test_explores_a_neighbour_every_few_rounds_and_recovers() -> None:
     policy = AdaptiveLength(8)
     bad = feed(policy, 0.0, draft_step=0.3, pass_cost=line, rounds=144)
     explored = [c for c in bad[16:] if c.explored]
-    assert explored and all(c.k >= 1 for c in explored)
+    assert explored and all(c.k >= 1 and not c.hoped for c in explored)
     assert len(explored) == pytest.approx(len(bad[16:]) / EXPLORE_IDLE, abs=1)
     # The text turns copyable: the drafts start surviving, and the exploration sees it.
     recovered = feed(policy, 1.0, draft_step=0.3, pass_cost=line, rounds=96)
@@ -249,7 +249,7 @@ def test_a_hard_start_does_not_make_auto_give_up() -> None:
     steps until its first exploration, 32 rounds on). Where they keep failing, the
     doubt is soon spent: plain steps, drafting only on the regular explorations."""
     good = hard_start(AdaptiveLength(8), 1.0)
-    assert good[0].k and good[0].explored  # hoping, not predicted to pay
+    assert good[0].k and good[0].explored and good[0].hoped  # not predicted to pay
     assert min(settled(good)) >= 4
     bad = hard_start(AdaptiveLength(8), 0.0, rounds=96)
     assert bad[0].k and bad[0].explored
@@ -284,7 +284,8 @@ def test_while_drafting_auto_hopes_on_the_positions_past_its_k() -> None:
     policy.expect_guesses()
     choices = feed(policy, 0.5, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
                    rounds=10)
-    assert len([c for c in choices if c.explored and c.k > START]) >= 3
+    hopeful = [c for c in choices if c.hoped]
+    assert len(hopeful) >= 3 and all(c.explored and c.k > START for c in hopeful)
     assert 0 < policy.hope_spent <= HOPE_BUDGET
 
 
@@ -417,6 +418,27 @@ def test_mtp_with_any_sequence_of_k_equals_plain(tiny_family, store, scripted) -
     target = store.get(str(tiny_family["mtp_target"]))
     models = Models(target, mtp=load_mtp(target))
     assert run("mtp", models, greedy()).tokens == run("plain", models, greedy()).tokens
+
+
+class Hoping(AdaptiveLength):
+    """``auto`` whose every other choice is a hopeful round of 2 drafts, the rest
+    explorations of 2: which the loop must record as it was told."""
+
+    def choose(self) -> LengthChoice:
+        self.rounds += 1
+        return LengthChoice(2, 1.5, 1.2, explored=True, hoped=self.rounds % 2 == 0)
+
+
+def test_the_loop_records_which_rounds_were_hopeful(tiny_family, store, monkeypatch) -> None:
+    monkeypatch.setattr(draft, "draft_length", lambda *a, **kw: Hoping(8))
+    models = Models(store.get(str(tiny_family["llama_target"])),
+                    store.get(str(tiny_family["llama_draft"])))
+    rounds = run("draft", models, greedy(num_draft_tokens=AUTO)).rounds
+    # Choices are made one round late: the first serves the first two rounds.
+    assert [r.auto_hoped for r in rounds[1:]] == [i % 2 == 0 for i in range(1, len(rounds))]
+    assert all(r.auto_explored for r in rounds)
+    assert all("hoping" in choice_words(r) for r in rounds if r.auto_hoped)
+    assert not any("hoping" in choice_words(r) for r in rounds if not r.auto_hoped)
 
 
 @pytest.mark.parametrize("name", ["draft", "ngram"])

@@ -119,6 +119,26 @@ def test_round_trip_keeps_every_event_token_text_and_statistic(tmp_path: Path) -
     assert loaded.stats() == {n: e["stats"] for n, e in saved(doc)["strategies"].items()}
 
 
+def test_hopeful_rounds_round_trip_and_older_files_load_without_them() -> None:
+    """A hopeful round reads back as one (and passes the schema); a file written before
+    hopeful rounds were told apart from explorations loads them as explorations."""
+    traces = sample_traces()
+    events = traces["draft"].events
+    events[1] = replace(events[1], auto_k=2, auto_explored=True, auto_hoped=True)
+    events[2] = replace(events[2], auto_k=2, auto_explored=True)
+    doc = saved(document(traces))
+    VALIDATOR.validate(doc)
+    rounds = session_from_document(doc).traces["draft"].rounds
+    assert [(r.auto_explored, r.auto_hoped) for r in rounds[:2]] == [(True, True), (True, False)]
+    for event in doc["strategies"]["draft"]["rounds"]:
+        event.pop("auto_hoped", None)
+    rounds = session_from_document(doc).traces["draft"].rounds
+    assert [(r.auto_explored, r.auto_hoped) for r in rounds[:2]] == [(True, False), (True, False)]
+    doc["strategies"]["draft"]["rounds"][0]["auto_hoped"] = "yes"
+    with pytest.raises(SessionError, match="auto_hoped"):
+        session_from_document(doc)
+
+
 def test_settings_load_as_the_dataclass_they_were_saved_from() -> None:
     doc = saved(document(sample_traces(), num_draft_tokens=5, max_kv_size=64))
     assert session_from_document(doc).settings == DecodeSettings(num_draft_tokens=5,

@@ -4,6 +4,8 @@ and chain's copied drafts (their own token kind, in the legend)."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from specdeck.engines.compare import run_compare
@@ -50,6 +52,13 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
     assert len(lines) == 3 and "drafted by" not in lines[0]
     assert lines[2] == ("auto chose 3 drafts: expects 2.40 tokens for 1.90 one-token "
                         "passes (1.26x a plain step)")
+    for hoped, why in ((False, "; exploring: a k other than the best predicted"),
+                       (True, "; hoping: deeper than the best predicted, as too few drafts "
+                              "were judged there to rule it out")):
+        lines = verdict("draft", replace(greedy, auto_explored=True, auto_hoped=hoped),
+                        4, 10).split("\n")
+        assert lines[2].startswith("auto chose 3 drafts: expects 2.40 tokens for 1.90 "
+                                   "one-token passes (1.26x a plain step)" + why)
     step = _round(drafted=[], accepted=0, tokens=[8], rejected_pieces=[], pieces=["c"],
                   auto_k=0, auto_tokens=1.0, auto_cost=1.0,
                   guesses=[True, False, True, True, False, False, True, True])
@@ -66,7 +75,11 @@ def test_the_headless_summary_counts_the_guesses_judged() -> None:
     rounds = [_round(auto_k=2), _round(drafted=[], accepted=0, tokens=[8], pieces=["c"],
                                        rejected_pieces=[], auto_k=0, guesses=[True, False])]
     assert auto_summary(rounds).endswith(
-        "0 exploring rounds; 2 of the draft's guesses judged at plain steps, 50% right")
+        "0 exploring rounds, 0 hopeful; 2 of the draft's guesses judged at plain steps, "
+        "50% right")
+    rounds += [_round(auto_k=3, auto_explored=True), _round(auto_k=4, auto_explored=True,
+                                                            auto_hoped=True)]
+    assert "1 exploring round, 1 hopeful;" in auto_summary(rounds)
 
 
 def test_the_strip_shows_the_mlx_lm_rule_only_for_sampled_runs_and_auto_k() -> None:
