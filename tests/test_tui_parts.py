@@ -334,3 +334,9 @@ def test_a_toast_still_on_screen_is_not_stacked_again(monkeypatch) -> None:
     app.notify("an error")
     assert app.shown == ["draft: round 1 is the first", "k = 3: restarting", "an error",
                          "draft: round 1 is the first"]
+    # Only the messages still on screen are remembered: a long session's do not pile up.
+    for n in range(50):
+        app.notify(f"round {n} saved")
+    clock[0] += 40.0
+    app.notify("k = 3: restarting")
+    assert list(app._toasts_until) == [("k = 3: restarting", "")]

@@ -26,15 +26,17 @@ class LiteralNotify:
     not stacked again (b held at round 1 had filled the screen with "round 1 is the
     first")."""
 
-    #: When each message (with its title) shown leaves the screen.
+    #: When each message (with its title) still on screen leaves it (the ones gone are
+    #: dropped at the next notification, so a long session's messages do not pile up).
     _toasts_until: dict[tuple[str, str], float] | None = None
 
     def notify(self, message: str, *, title: str = "",
                severity: SeverityLevel = "information", timeout: float | None = None,
                markup: bool = False) -> None:
-        if self._toasts_until is None:
-            self._toasts_until = {}
-        shown, key, now = self._toasts_until, (str(message), title), time.monotonic()
+        now = time.monotonic()
+        shown = self._toasts_until = {
+            key: until for key, until in (self._toasts_until or {}).items() if until > now}
+        key = (str(message), title)
         if shown.get(key, 0.0) > now:
             return
         if timeout is None:
