@@ -186,15 +186,16 @@ class AdaptiveLength:
         self.judged = [0] * most
         self.kept_all = [0] * most
         self.one_token = RecentMedian()
-        #: The seconds of the plain steps since the last drafting round. A plain step
-        #: followed by another queues it before reading its own token, so a stretch's
-        #: first step runs on into the second and its last, queued behind nothing, is
-        #: short (measured on smollm2: 92, 48, 48, ..., 8 ms): only the steps between
-        #: are timed, as plain decoding runs them. A plain step between two drafting
-        #: rounds is queued behind nothing and costs more (130 against 113 ms on
-        #: smollm2): priced by it, every drafting round looked 15 % cheaper than it is,
-        #: and auto drafted at 20 % acceptance where every k loses.
-        self.stretch: list[float] = []
+        #: The seconds of the last three plain steps since the last drafting round (a
+        #: stretch of thousands keeps three). A plain step followed by another queues it
+        #: before reading its own token, so a stretch's first step runs on into the
+        #: second and its last, queued behind nothing, is short (measured on smollm2:
+        #: 92, 48, 48, ..., 8 ms): only the steps between are timed, as plain decoding
+        #: runs them. A plain step between two drafting rounds is queued behind nothing
+        #: and costs more (130 against 113 ms on smollm2): priced by it, every drafting
+        #: round looked 15 % cheaper than it is, and auto drafted at 20 % acceptance
+        #: where every k loses.
+        self.stretch: deque[float] = deque(maxlen=3)
         self.draft_step = RecentMedian()
         #: Verify pass seconds by drafts verified (1..most), and whole rounds' seconds
         #: (drafting, verifying and the loop's own work) by drafts.
@@ -226,7 +227,7 @@ class AdaptiveLength:
                 if len(self.stretch) > 2:  # the one before sat between two: steady
                     self.one_token.add(self.stretch[-2])
             return
-        self.stretch = []
+        self.stretch.clear()
         self.drafting_rounds += 1
         for i in range(min(event.accepted + 1, drafted, self.most)):
             self.reached[i] += 1.0
