@@ -474,17 +474,17 @@ def choice_words(event: Round) -> str | None:
                     "drafting rounds against")
         return (f"auto chose {drafts}: one of its first {TRIALS} tries, before it chooses "
                 "from the drafts they judge")
-    explored = ("" if not event.auto_explored else
-                "; hoping: deeper than the best predicted, as too few drafts were judged "
-                "there to rule it out (within a budget of plain steps it may lose)"
-                if event.auto_hoped else
-                "; exploring: a k other than the best predicted, to keep its estimates "
-                "honest")
+    why = ""
+    if event.auto_hoped:
+        why = ("; hoping: deeper than the best predicted, as too few drafts were judged "
+               "there to rule it out (within a budget of plain steps it may lose)")
+    elif event.auto_explored:
+        why = "; exploring: a k other than the best predicted, to keep its estimates honest"
     if event.auto_k == 0:
-        return f"auto chose a plain step: no k was predicted to pay for its cost{explored}"
+        return f"auto chose a plain step: no k was predicted to pay for its cost{why}"
     gain = event.auto_tokens / event.auto_cost
     return (f"auto chose {drafts}: expects {event.auto_tokens:.2f} tokens for "
-            f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){explored}")
+            f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){why}")
 
 
 def guess_words(event: Round) -> str | None:
