@@ -229,12 +229,7 @@ class AdaptiveLength:
             return
         self.stretch.clear()
         self.drafting_rounds += 1
-        for i in range(min(event.accepted + 1, drafted, self.most)):
-            self.reached[i] += 1.0
-            self.judged[i] += 1
-            if i < event.accepted:
-                self.kept[i] += 1.0
-                self.kept_all[i] += 1
+        self._judge([i < event.accepted for i in range(min(event.accepted + 1, drafted))], 0)
         if event.index:
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
@@ -270,8 +265,8 @@ class AdaptiveLength:
         self._judge([right], drafts)
 
     def _judge(self, matches: list[bool], depth: int) -> None:
-        """Count right guesses in a row from position ``depth`` on, up to the first
-        wrong one."""
+        """Count right drafts (or guesses) in a row from position ``depth`` on, up to
+        the first wrong one: what a drafting round's verdict counts, too."""
         for i, right in enumerate(matches[:self.most - depth], depth):
             self.reached[i] += 1.0
             self.judged[i] += 1
