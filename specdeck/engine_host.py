@@ -20,6 +20,7 @@ mid-run (SIGSTOP, a hang) is reported while it is silent (``EngineSilent``).
 from __future__ import annotations
 
 import multiprocessing
+import multiprocessing.connection
 import os
 import queue
 import sys
@@ -374,7 +375,7 @@ class ProcessHost(ChildHost):
         self._cancelled_through = self._context.RawValue("q", 0)
 
     def _running(self) -> bool:
-        return self._process is not None and self._process.is_alive()
+        return self._process is not None and _alive(self._process)
 
     def _hand_over(self, command: RunCommand) -> None:
         self._connection.send(command)
@@ -403,13 +404,17 @@ class ProcessHost(ChildHost):
 
     def _read(self, connection: Any, process: Any) -> None:
         """Hand every message on; when the child goes away, end the latest run handed to
-        it unless it ended (runs are served in order; earlier ones are stale)."""
+        it unless it ended (runs are served in order; earlier ones are stale). This thread
+        alone reaps the child: were another to take its exit status first, the code would
+        be unknown here, and the run is ended all the same."""
         last_ended = self._relay(connection, process.pid)
         process.join(timeout=5)
         with self._lock:
             unfinished = self._last_submitted if self._last_submitted > last_ended else None
-        if unfinished is not None and process.exitcode not in (0, None):
-            why = f"the engine process ended unexpectedly (exit code {process.exitcode})"
+        code = process.exitcode
+        if unfinished is not None and code != 0:
+            why = ("the engine process ended unexpectedly "
+                   + (f"(exit code {code})" if code is not None else "(exit code unknown)"))
             last = last_line(self._log)
             self._deliver(RunEnded(unfinished, why + (f": {last}" if last else "")))
 
@@ -418,8 +423,7 @@ class ProcessHost(ChildHost):
         that the child has sent nothing, not even a heartbeat, for ``silent_after``
         seconds or more."""
         told_at = 0.0
-        while process.is_alive() and self._process is process:
-            time.sleep(min(0.5, self._silent_after / 4))
+        while self._process is process and not _ended(process, min(0.5, self._silent_after / 4)):
             with self._lock:
                 silent = time.monotonic() - self._heard
                 busy = self._last_submitted > self._last_ended
@@ -450,10 +454,21 @@ class ProcessHost(ChildHost):
         except (OSError, ValueError):
             pass
         process.join(timeout=2)
-        if process.is_alive():
+        if _alive(process):
             process.kill()
             process.join(timeout=2)
         self._log.unlink(missing_ok=True)
+
+
+def _ended(process: Any, wait: float) -> bool:
+    """Whether the child has gone, waiting up to ``wait`` seconds. It reads the process's
+    sentinel and never reaps it (``is_alive`` does, racing the reader thread's ``join``
+    for the exit status)."""
+    return bool(multiprocessing.connection.wait([process.sentinel], timeout=wait))
+
+
+def _alive(process: Any) -> bool:
+    return not _ended(process, 0)
 
 
 def _process_state(pid: int | None) -> str:

@@ -6,12 +6,13 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
 import time
 
 
 import specdeck.engine_host as engine_host
 import specdeck.engines.compare as compare
-from specdeck.engine_host import RunCommand, RunEnded, ThreadHost
+from specdeck.engine_host import ProcessHost, RunCommand, RunEnded, ThreadHost
 from specdeck.session import load_session
 from specdeck.tui.app import SpecdeckApp
 from test_tui_app import SIZE, make_request
@@ -63,6 +64,42 @@ async def test_the_tokens_received_are_saved_when_the_engine_dies(tiny_family, t
     assert session.partial and session.traces["plain"].events == received
     assert session.config["target"]["source"] == str(tiny_family["llama_target"])
     assert session.machine["chip"]  # described by the engine process before it died
+
+
+def test_a_dead_engine_ends_its_run_when_another_took_its_exit_status(tiny_family,
+                                                                      monkeypatch):
+    """Any thread of the app may reap a child (multiprocessing's own cleanup on the next
+    process start does): the run still ends, its exit code said to be unknown. The
+    reader is held after the pipe closes until this thread took the status."""
+    taken = threading.Event()
+    relay = ProcessHost._relay
+
+    def relay_then_wait(self, connection, pid):
+        last = relay(self, connection, pid)
+        taken.wait(60)
+        return last
+
+    monkeypatch.setattr(ProcessHost, "_relay", relay_then_wait)
+    messages: list = []
+    host = ProcessHost(messages.append)
+    try:
+        host.submit(RunCommand(1, make_request(tiny_family, max_tokens=100_000), False, None))
+        deadline = time.monotonic() + 120
+        while not any(type(m).__name__ == "EventBatch" for m in messages):
+            assert time.monotonic() < deadline, "the engine sent no events"
+            time.sleep(0.05)
+        pid = host.pid
+        os.kill(pid, signal.SIGKILL)
+        assert os.waitpid(pid, 0)[0] == pid  # this thread takes the exit status
+        taken.set()
+        while not any(isinstance(m, RunEnded) for m in messages):
+            assert time.monotonic() < deadline, "the run was never ended"
+            time.sleep(0.05)
+    finally:
+        host.close()
+    (ended,) = [m for m in messages if isinstance(m, RunEnded)]
+    assert ended.run_id == 1
+    assert ended.error.startswith("the engine process ended unexpectedly (exit code unknown)")
 
 
 def test_a_run_that_raises_keeps_what_it_streamed(tiny_family, tmp_path, monkeypatch):
