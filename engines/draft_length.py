@@ -80,13 +80,16 @@ PRIOR_WEIGHT = 2.0
 #: drafts do not pay soon stops paying for it, and a long stretch of plain steps is
 #: left to the regular explorations.
 OPTIMISM = 1.5
-#: What hoping may cost a run, in plain steps: the sum over its hopeful rounds of what
-#: each was predicted (on the estimates, without the optimism) to fall short of plain
-#: steps (or, while drafting, of the best k's rate) by. A hopeful round rejected at its
-#: first draft judges none of the deeper positions whose doubt it hoped on, so that
-#: doubt never shrinks: without a bound auto hoped round after round where the first
-#: draft is often rejected.
-HOPE_BUDGET = 4.0
+#: What hoping may cost a run, in plain steps: the sum over its hopeful rounds, as each
+#: is timed, of what it fell short of plain steps (or, while drafting, of the best k's
+#: predicted rate) by; a round that beat that rate gives back what it gained. A hopeful
+#: round rejected at its first draft judges none of the deeper positions whose doubt it
+#: hoped on, so that doubt never shrinks: without a bound auto hoped round after round
+#: where the first draft is often rejected. Charged what each was predicted to lose
+#: instead, a run whose estimates flattered the deeper k (lucky first tries) hoped on
+#: while its rounds kept nothing: smollm2's config prompt, replayed on its recorded
+#: acceptance, ran eight hopeful rounds of four drafts in a row, none kept.
+HOPE_BUDGET = 2.0
 #: At temperature 0, while it stands at plain steps, the draft model's greedy guesses
 #: over every this many plain steps' tokens are judged (``observe_guesses``); each
 #: judging that leaves it at plain steps doubles the wait, up to ``GUESS_MOST``: where
@@ -205,8 +208,11 @@ class AdaptiveLength:
         #: The k of the last choice: the loop runs it while the next choice is made
         #: (``engines.speculative``), so a drafting choice is a round in flight.
         self.in_flight = 0
-        #: Plain steps the hopeful rounds were predicted to lose (``HOPE_BUDGET``).
+        #: Plain steps the hopeful rounds run so far lost (``HOPE_BUDGET``), and, for
+        #: each hopeful round chosen and not yet observed, the best k's predicted
+        #: rate (one-token passes per token) it is measured against.
         self.hope_spent = 0.0
+        self.hoping: deque[float] = deque()
         #: Whether its first tries have all run (a plain step after them does not
         #: make the count of drafting rounds fall short again).
         self.tried = False
@@ -229,12 +235,21 @@ class AdaptiveLength:
             return
         self.stretch.clear()
         self.drafting_rounds += 1
+        if event.auto_hoped and self.hoping:
+            self._charge_hope(event, self.hoping.popleft())
         self._judge([i < event.accepted for i in range(min(event.accepted + 1, drafted))], 0)
         if event.index:
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
             self.totals.setdefault(drafted, RecentMedian()).add(
                 event.draft_seconds + event.verify_seconds)
+
+    def _charge_hope(self, event: Round, rate: float) -> None:
+        """What a hopeful round lost against ``rate``, as it ran."""
+        unit = self.unit()
+        if unit:
+            cost = (event.draft_seconds + event.verify_seconds) / unit
+            self.hope_spent += cost - len(event.tokens) * rate
 
     def expect_guesses(self) -> None:
         """The loop will judge the draft's guesses over the plain steps' tokens: from
@@ -424,9 +439,8 @@ class AdaptiveLength:
         elif self.hope_spent < HOPE_BUDGET and (best or not self.guessed):
             k = max(best, self.hope())
             explored = hoped = k > best
-            # What the hopeful round is predicted to lose against the best k's rate.
-            rate = predicted[best][1] / predicted[best][0]
-            self.hope_spent += predicted[k][1] - predicted[k][0] * rate
+            if hoped:
+                self.hoping.append(predicted[best][1] / predicted[best][0])
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
         tokens, cost = predicted[k]

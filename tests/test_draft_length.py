@@ -57,8 +57,9 @@ def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
             continue
         # Alternate the outcome so that the survival rate at position 1 is ``accept``.
         kept = k if (i * accept) % 1 + accept >= 1 else 0
-        policy.observe(synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1),
-                                 index=i + 1))
+        event = synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1), index=i + 1)
+        event.auto_k, event.auto_hoped = k, choice.hoped  # as the loop records them
+        policy.observe(event)
     return choices
 
 
@@ -274,11 +275,37 @@ def test_hoping_costs_a_run_a_bounded_number_of_plain_steps(monkeypatch) -> None
     assert unbounded_cost > HOPE_BUDGET + 2.0 and unbounded_rounds > bounded_rounds + 20
 
 
+def test_hope_is_charged_what_its_rounds_lose_as_they_run() -> None:
+    """Lucky first tries (every draft kept), then nothing kept again: the estimates
+    flatter the deeper k, so each hopeful round was predicted to lose little and, so
+    charged, hope ran on for many rounds. Charged what each lost as it ran (here at
+    least ``least`` plain steps: its drafts and pass, less the one token it gave),
+    hope stops once the budget is spent; one more may be in flight."""
+    calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
+    policy = AdaptiveLength(8, calibration)
+    policy.expect_guesses()
+    hopeful = []
+    for i in range(1, 97):
+        choice = policy.choose()
+        k = choice.k
+        lucky = policy.drafting_rounds < TRIALS
+        event = synthetic(k, k if lucky else 0, draft_step=0.001 if k else 0,
+                          verify=0.010 * (1.0 + 0.1 * k), index=i)
+        event.auto_k, event.auto_hoped = k, choice.hoped
+        spent = policy.hope_spent
+        policy.observe(event)
+        if choice.hoped:
+            hopeful.append((k, spent))
+    assert hopeful and policy.hope_spent >= HOPE_BUDGET
+    least = min(0.1 * k + 0.1 * k for k, _ in hopeful)
+    assert len(hopeful) <= HOPE_BUDGET / least + 1
+
+
 def test_while_drafting_auto_hopes_on_the_positions_past_its_k() -> None:
     """Half the rounds keep every draft: drafting two, auto tries deeper k at once, as
     hopeful rounds on the doubt of positions it has not drafted (before, it went one
-    deeper per exploration), and charges what each was predicted to lose against the
-    best k's rate to the hope budget."""
+    deeper per exploration). Each is charged, as it ran, what it lost against the best
+    k's predicted rate: these gained, so the budget grew."""
     calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
     policy = AdaptiveLength(8, calibration)
     policy.expect_guesses()
@@ -286,7 +313,7 @@ def test_while_drafting_auto_hopes_on_the_positions_past_its_k() -> None:
                    rounds=10)
     hopeful = [c for c in choices if c.hoped]
     assert len(hopeful) >= 3 and all(c.explored and c.k > START for c in hopeful)
-    assert 0 < policy.hope_spent <= HOPE_BUDGET
+    assert policy.hope_spent < 0 and not policy.hoping
 
 
 def test_without_a_plain_step_the_calibration_is_scaled_to_the_run() -> None:
