@@ -1,0 +1,213 @@
+"""``auto`` replayed on a text's recorded acceptance: controllers compared without timing noise.
+
+This VM's speed drifts 10-15 % within minutes, so two versions of ``auto`` that differ by
+2-5 % cannot be told apart by timing them (per-repetition ratios on smollm2 spread
+0.76-1.10). At temperature 0, though, what a draft keeps is fixed by the text: a round
+drafting k tokens after the first p of the target's output keeps the shorter of k and
+the run of the draft's right greedy guesses from p. This records that once per prompt
+(one plain run of the target, one pass of the draft over the prompt and the output; a
+round of a real ``-k 3`` run keeps exactly what it predicts) and replays the controller
+on it many times: every round's seconds come from this machine's calibration of the
+pair (``specdeck calibrate``), off from it by a per-replay error and a per-round noise
+(seeded), and the loop's order is kept (a choice runs one round late; the draft's
+guesses over plain steps are judged after ``guess_after`` of them and cost
+``--guess-cost`` plain steps each; a round that kept all k judges the next position).
+
+It prints, per prompt, the share of the draft's guesses that are right, the tokens per
+plain step of auto (and of ``--against``, another
+copy of ``engines/draft_length.py``, e.g. ``git show HEAD~:engines/draft_length.py``) and
+of each fixed k, and auto over the best of plain and the fixed k: a model of the
+speedup, not a measurement of it. A change it favours is
+then measured for real (``bench/auto_k.py``); one it does not is not worth the VM's time.
+
+    python bench/auto_replay.py --family smollm2 --max-tokens 96 [--prompts code,csv]
+                                [--seeds 30] [--against /tmp/old_draft_length.py]
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import importlib.util
+import json
+import random
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+from types import ModuleType
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from auto_k import HELD_OUT  # noqa: E402
+
+#: Where recorded acceptance is kept between runs (a prompt's costs a plain run).
+RECORDS = Path(tempfile.gettempdir()) / "specdeck-auto-replay"
+
+
+def prompt_text(name: str) -> str:
+    """A built-in prompt, one of ``auto_k``'s held-out ones, or a file's text."""
+    from specdeck.prompts import get_prompt
+
+    if name in HELD_OUT:
+        return HELD_OUT[name]
+    if Path(name).is_file():
+        return Path(name).read_text()
+    return get_prompt(name).text
+
+
+def record(family: str, name: str, tokens: int) -> dict:
+    """Whether the draft's greedy guess at each token of the target's greedy output is
+    right, and the calibration's draft step and verify passes (in plain steps)."""
+    from specdeck.engines.calibration import load_calibration
+    from specdeck.engines.families import require_family
+
+    pair = require_family(family)
+    text = prompt_text(name)
+    key = hashlib.sha256(f"{family}\0{tokens}\0{text}".encode()).hexdigest()[:16]
+    path = RECORDS / f"{key}.json"
+    calibration = load_calibration(pair.target, pair.draft)
+    if calibration is None:
+        raise SystemExit(f"no calibration of the {family} pair: run "
+                         f"`specdeck calibrate --family {family}` first")
+    draft_step, passes = calibration.drafting_costs("draft")
+    if path.is_file():
+        matches = json.loads(path.read_text())
+    else:
+        matches = guesses_right(pair, text, tokens)
+        RECORDS.mkdir(exist_ok=True)
+        path.write_text(json.dumps(matches))
+    return {"matches": matches, "draft_step": draft_step, "passes": list(passes)}
+
+
+def guesses_right(pair, text: str, tokens: int) -> list[bool]:
+    import mlx.core as mx
+
+    from specdeck.engines.compare import ModelStore, encode_prompt
+    from specdeck.engines.config import AUTO, DecodeSettings
+    from specdeck.engines.events import Round
+    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.strategies import run_strategy
+    from specdeck.engines.sweep import sweep_models
+
+    request = SweepRequest(target=pair.target, draft=pair.draft,
+                           prompts=[SweepPrompt("p", text, "p")], strategies=["draft"],
+                           ks=[AUTO], reps=1, max_tokens=tokens)
+    models = sweep_models(request, ModelStore())
+    prompt = list(encode_prompt(models.target.tokenizer, text))
+    settings = DecodeSettings(max_tokens=tokens, num_draft_tokens=0, stop_at_eos=False)
+    output = [t for event in run_strategy("plain", models, prompt, settings)
+              if isinstance(event, Round) for t in event.tokens]
+    logits = models.draft.model(mx.array(prompt + output)[None])
+    guesses = mx.argmax(logits[0], axis=-1).tolist()
+    return [guesses[len(prompt) - 1 + j] == token for j, token in enumerate(output)]
+
+
+def load_module(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location("replayed_draft_length", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
+           guess_cost: float) -> float:
+    """Tokens per plain step of ``policy`` over the recorded output."""
+    from specdeck.engines.draft_length import LearnsFromGuesses
+    from specdeck.engines.events import Round
+
+    matches, passes = data["matches"], data["passes"]
+    n = len(matches)
+    off = rng.uniform(-error, error)  # the machine is not as calibrated
+    draft_step = data["draft_step"] * (1 + rng.uniform(-error, error))
+    verify = [1.0] + [1 + (c - 1) * (1 + off) for c in passes[1:]]
+    run = [0] * (n + 1)  # right guesses in a row from each position
+    for j in range(n - 1, -1, -1):
+        run[j] = run[j + 1] + 1 if matches[j] else 0
+    guessing = isinstance(policy, LearnsFromGuesses)
+    if guessing:
+        policy.expect_guesses()
+    unit = 0.01  # seconds of a plain step; every cost scales with it
+    steps = 0.0
+    p = index = seen = 0
+    running = following = policy.choose()
+    while p < n:
+        k = min(running.k, n - p)
+        jitter = rng.lognormvariate(0, noise)
+        kept = min(run[p], k)
+        seconds = (k * draft_step + verify[k]) * unit * jitter
+        event = Round(index=index, drafted=[0] * k, accepted=kept, tokens=[0] * (kept + 1),
+                      end=None, pieces=[], rejected_pieces=[],
+                      draft_seconds=k * draft_step * unit * jitter if k else 0.0,
+                      verify_seconds=verify[k] * unit * jitter, t=0.0)
+        event.auto_k, event.auto_tokens, event.auto_cost = k, running.tokens, running.cost
+        event.auto_explored, event.auto_hoped = running.explored, running.hoped
+        steps += seconds / unit
+        if guessing and k and kept == k and p + k < n:
+            policy.observe_bonus(k, matches[p + k])
+        p += kept + 1
+        policy.observe(event)
+        if k:
+            seen = p
+        elif guessing and p < n and p - seen >= policy.guess_after():
+            policy.observe_guesses(matches[seen:p])
+            steps += guess_cost * (p - seen)
+            seen = p
+        running, following = following, policy.choose()
+        index += 1
+    return n / steps
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--family", default="demo")
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--prompts", default="code,prose," + ",".join(HELD_OUT),
+                    help="built-in or held-out prompt names, or text files (comma-separated)")
+    ap.add_argument("--ks", default="1,2,3,4,6", help="the fixed k replayed alongside")
+    ap.add_argument("--seeds", type=int, default=30, help="replays per prompt and policy")
+    ap.add_argument("--noise", type=float, default=0.08,
+                    help="per-round timing noise (sigma of a log-normal factor)")
+    ap.add_argument("--calibration-error", type=float, default=0.08,
+                    help="how far this run's costs may be from the calibration's (+-)")
+    ap.add_argument("--guess-cost", type=float, default=0.0225,
+                    help="plain steps per draft guess judged (bench/draft_catch_up.py "
+                         "on smollm2: 8 guesses 0.18 of a plain step)")
+    ap.add_argument("--against", help="another draft_length.py to replay beside auto")
+    args = ap.parse_args()
+
+    from specdeck.engines import draft_length
+
+    policies = {"auto": draft_length}
+    if args.against:
+        policies["against"] = load_module(args.against)
+    fixed = [int(k) for k in args.ks.split(",")]
+    print(f"{'prompt':<12} {'right':>5} " + "".join(f"{name:>8}" for name in policies)
+          + "".join(f"{'k=' + str(k):>7}" for k in fixed) + "  auto/best")
+    for name in args.prompts.split(","):
+        data = record(args.family, name, args.max_tokens)
+        most = len(data["passes"]) - 1
+
+        def mean_speed(make) -> float:
+            return statistics.mean(
+                replay(make(), data, random.Random(seed), args.noise,
+                       args.calibration_error, args.guess_cost)
+                for seed in range(args.seeds))
+
+        costs = (data["draft_step"], tuple(data["passes"]))
+        autos = {label: mean_speed(lambda m=module: m.AdaptiveLength(most, costs))
+                 for label, module in policies.items()}
+        ks = {k: mean_speed(lambda k=k: draft_length.FixedLength(k)) for k in fixed}
+        right = sum(data["matches"]) / len(data["matches"])
+        print(f"{Path(name).stem[:12]:<12} {right:>5.2f} "
+              + "".join(f"{v:>7.3f}x" for v in autos.values())
+              + "".join(f"{v:>6.3f}x" for v in ks.values())
+              + f"  {autos['auto'] / max(max(ks.values()), 1.0):.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
