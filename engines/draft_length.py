@@ -265,12 +265,24 @@ class AdaptiveLength:
     def observe_guesses(self, matches: list[bool]) -> None:
         """The draft's greedy guesses at consecutive tokens, each right or not: at
         temperature 0 a round drafting from any of those tokens would have kept the
-        leading run of right guesses from there, so each is counted as such a round
-        (up to the last guess judged). Plain steps thus measure the acceptance per
-        position without a drafting round."""
+        leading run of right guesses from there (up to the last guess judged). Plain
+        steps thus measure the acceptance per position without a drafting round.
+
+        Each token judges the first position, as a round from there would have. The
+        deeper positions are judged only by the rounds of the deepest k that would have
+        drafted these tokens one after another (each from the token after the previous
+        one's first wrong guess): judged from every token, a run of n right guesses
+        counted n rounds kept deep, and a copied stretch, where runs are long,
+        outweighed the rest (smollm2's ``stack`` prompt, replayed: auto drew k = 7-15
+        from one such stretch and kept 0-1 tokens a round for ten rounds)."""
         self.guess_wait = min(2 * self.guess_wait, GUESS_MOST)
+        deep = 0  # where the next of those rounds starts
         for start in range(len(matches)):
-            self._judge(matches[start:start + self.most], 0)
+            judged = matches[start:start + (self.most if start == deep else 1)]
+            self._judge(judged, 0)
+            if start == deep:
+                deep += next((i for i, right in enumerate(judged) if not right),
+                             len(judged)) + 1
 
     def observe_bonus(self, drafts: int, right: bool) -> None:
         """The draft's greedy guess at the target's token after a round of ``drafts``,

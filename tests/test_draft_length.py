@@ -593,13 +593,16 @@ def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
 
 
 def test_guesses_count_as_the_rounds_that_would_have_drafted_there() -> None:
-    """Right, right, wrong, right: a round from the first token keeps two and is judged
-    at three positions, from the second keeps one, from the third none, and the last
-    guess, the run's end, judges one position only."""
+    """Right, right, wrong, wrong, then five right: every token judges the first
+    position (seven of nine right). The deeper ones are judged by the rounds of three
+    drafts that would have run one after another: from the first token (keeps two,
+    judged at three positions), from the fourth (keeps none), from the fifth (keeps
+    three; the token after them is its bonus) and from the ninth, the run's end (one
+    position only). The five right in a row count one round kept deep, not four."""
     policy = AdaptiveLength(3)
-    policy.observe_guesses([True, True, False, True])
-    assert policy.judged == [4, 2, 1] and policy.kept_all == [3, 1, 0]
-    assert policy.reached == [4.0, 2.0, 1.0] and policy.kept == [3.0, 1.0, 0.0]
+    policy.observe_guesses([True, True, False, False, True, True, True, True, True])
+    assert policy.judged == [9, 2, 2] and policy.kept_all == [7, 2, 1]
+    assert policy.reached == [9.0, 2.0, 2.0] and policy.kept == [7.0, 2.0, 1.0]
 
 
 def test_a_guess_after_a_round_kept_in_full_judges_the_next_position() -> None:
