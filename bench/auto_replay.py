@@ -27,6 +27,7 @@ then measured for real (``bench/auto_k.py``); one it does not is not worth the V
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import importlib.util
 import json
@@ -82,10 +83,18 @@ def record(family: str, name: str, tokens: int) -> dict:
     return {"matches": matches, "draft_step": draft_step, "passes": list(passes)}
 
 
+@functools.cache
+def model_store():
+    """One store for every prompt recorded: the models load once."""
+    from specdeck.engines.compare import ModelStore
+
+    return ModelStore()
+
+
 def guesses_right(pair, text: str, tokens: int) -> list[bool]:
     import mlx.core as mx
 
-    from specdeck.engines.compare import ModelStore, encode_prompt
+    from specdeck.engines.compare import encode_prompt
     from specdeck.engines.config import AUTO, DecodeSettings
     from specdeck.engines.events import Round
     from specdeck.engines.requests import SweepPrompt, SweepRequest
@@ -95,7 +104,7 @@ def guesses_right(pair, text: str, tokens: int) -> list[bool]:
     request = SweepRequest(target=pair.target, draft=pair.draft,
                            prompts=[SweepPrompt("p", text, "p")], strategies=["draft"],
                            ks=[AUTO], reps=1, max_tokens=tokens)
-    models = sweep_models(request, ModelStore())
+    models = sweep_models(request, model_store())
     prompt = list(encode_prompt(models.target.tokenizer, text))
     settings = DecodeSettings(max_tokens=tokens, num_draft_tokens=0, stop_at_eos=False)
     output = [t for event in run_strategy("plain", models, prompt, settings)

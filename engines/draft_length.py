@@ -241,15 +241,13 @@ class AdaptiveLength:
         if event.index:
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
-            self.totals.setdefault(drafted, RecentMedian()).add(
-                event.draft_seconds + event.verify_seconds)
+            self.totals.setdefault(drafted, RecentMedian()).add(event.seconds)
 
     def _charge_hope(self, event: Round, rate: float) -> None:
         """What a hopeful round lost against ``rate``, as it ran."""
         unit = self.unit()
         if unit:
-            cost = (event.draft_seconds + event.verify_seconds) / unit
-            self.hope_spent += cost - len(event.tokens) * rate
+            self.hope_spent += event.seconds / unit - len(event.tokens) * rate
 
     def expect_guesses(self) -> None:
         """The loop will judge the draft's guesses over the plain steps' tokens: from

@@ -12,7 +12,7 @@ import time
 
 import specdeck.engine_host as engine_host
 import specdeck.engines.compare as compare
-from specdeck.engine_host import ProcessHost, RunCommand, RunEnded, ThreadHost
+from specdeck.engine_host import EventBatch, ProcessHost, RunCommand, RunEnded, ThreadHost
 from specdeck.session import load_session
 from specdeck.tui.app import SpecdeckApp
 from test_tui_app import SIZE, make_request
@@ -85,7 +85,7 @@ def test_a_dead_engine_ends_its_run_when_another_took_its_exit_status(tiny_famil
     try:
         host.submit(RunCommand(1, make_request(tiny_family, max_tokens=100_000), False, None))
         deadline = time.monotonic() + 120
-        while not any(type(m).__name__ == "EventBatch" for m in messages):
+        while not any(isinstance(m, EventBatch) for m in messages):
             assert time.monotonic() < deadline, "the engine sent no events"
             time.sleep(0.05)
         pid = host.pid
