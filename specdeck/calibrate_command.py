@@ -35,8 +35,7 @@ def _share(value: str) -> float:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from specdeck.engines.config import DTYPES
-    from specdeck.engines.families import FAMILIES
+    from specdeck.cli import add_model_options
 
     p = sub.add_parser(
         "calibrate", help="will speculation help on this machine? time a target's passes "
@@ -47,14 +46,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "an acceptance. Acceptance here is the chance a draft is kept given that the ones "
         "before it were (the same at every position). The result is cached for this "
         "machine and model pair; the estimate before a run uses it.")
-    p.add_argument("--family", choices=list(FAMILIES),
-                   help="a model family by name: its target and draft")
+    add_model_options(p, command=True)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
     p.add_argument("--draft", help="draft model (default with the demo target: the demo draft)")
-    p.add_argument("--dtype", choices=DTYPES, default="fast",
-                   help="fast (default): half-precision weights run as float32 on the CPU; "
-                   "native: as stored")
     p.add_argument("--acceptance", type=_share, default=0.6,
                    help="the acceptance to predict the best k for (0.6 or 60%%; "
                    "default %(default)s)")

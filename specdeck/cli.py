@@ -42,18 +42,24 @@ from specdeck.visible import MESSAGE_CHARS, visible
 SETTINGS, SAMPLING = DecodeSettings(), Sampling()
 
 
-def _add_model_options(p: argparse.ArgumentParser) -> None:
-    """Options that pick the models and how their weights are kept (the playground and
-    ``compare``)."""
+def add_model_options(p: argparse.ArgumentParser, *, command: bool,
+                      dtype: bool = True) -> None:
+    """Options that pick the models and how their weights are kept: on ``specdeck`` itself
+    (the playground) and again on a ``command``, where they default to what was given
+    before the command's name (``specdeck --family smollm2 compare`` runs smollm2: a
+    default of the command's own would quietly put the demo models back)."""
     from specdeck.engines.config import DTYPES
     from specdeck.engines.families import FAMILIES
 
     p.add_argument("--family", choices=list(FAMILIES),
+                   default=argparse.SUPPRESS if command else None,
                    help="a model family by name: its target and draft (smollm2 after "
                    "`specdeck fetch smollm2`)")
-    p.add_argument("--dtype", choices=DTYPES, default="fast",
-                   help="fast (default): half-precision weights run as float32 on the CPU; "
-                   "native: as stored, matching `mlx_lm generate` bit for bit")
+    if dtype:
+        p.add_argument("--dtype", choices=DTYPES,
+                       default=argparse.SUPPRESS if command else "fast",
+                       help="fast (default): half-precision weights run as float32 on the "
+                       "CPU; native: as stored, matching `mlx_lm generate` bit for bit")
 
 
 def draft_count(value: str) -> DraftCount:
@@ -65,7 +71,7 @@ def draft_count(value: str) -> DraftCount:
 
 
 def _add_run_options(p: argparse.ArgumentParser) -> None:
-    _add_model_options(p)
+    add_model_options(p, command=True)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
     p.add_argument("--draft", help="draft model for the draft strategy (same tokenizer; "
@@ -213,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
         "models (plain, draft and MTP on the default prompt); the commands below run your "
         "own models, headless or in the playground.",
     )
-    _add_model_options(parser)  # for the playground, `specdeck` alone
+    add_model_options(parser, command=False)  # for the playground, `specdeck` alone
     parser.add_argument("--version", action="version", version=f"specdeck {_version()}")
     sub = parser.add_subparsers(dest="command")
     compare = sub.add_parser("compare", help="run strategies one after another on one prompt")

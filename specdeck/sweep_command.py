@@ -56,11 +56,10 @@ def _floats(value: str) -> list[float]:
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from specdeck.engines.families import FAMILIES
+    from specdeck.cli import add_model_options
 
     p = sub.add_parser("sweep", help="sweep k / MTP depth / n-gram settings against plain")
-    p.add_argument("--family", choices=list(FAMILIES),
-                   help="a model family by name: its target and draft")
+    add_model_options(p, command=True, dtype=False)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
     p.add_argument("--draft", help="draft model (for sweeping the draft strategy; default "

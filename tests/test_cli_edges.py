@@ -182,11 +182,27 @@ def test_every_option_with_a_default_shows_it_in_help() -> None:
         for action in sub._actions:
             if not action.option_strings or action.help == argparse.SUPPRESS:
                 continue
-            if any(action.default is none for none in (None, False)) or isinstance(
+            if any(action.default is none for none in (None, False, argparse.SUPPRESS)) or isinstance(
                     action, (argparse._HelpAction, argparse._VersionAction)):
                 continue
             shown = formatter._get_help_string(action) % {"default": action.default}
             assert "default" in shown, (name, action.option_strings, shown)
+
+
+@pytest.mark.parametrize("command", ["compare", "sweep", "calibrate"])
+def test_the_models_named_before_a_command_are_the_ones_it_runs(command: str) -> None:
+    """``specdeck --family smollm2 compare`` ran the demo models: the command's own
+    ``--family`` (default None) overwrote the one given before its name."""
+    parser = build_parser()
+    before = parser.parse_args(["--family", "smollm2", command])
+    after = parser.parse_args([command, "--family", "smollm2"])
+    neither = parser.parse_args([command])
+    assert before.family == after.family == "smollm2" and neither.family is None
+    assert parser.parse_args(["--family", "smollm2", command, "--family", "demo"]).family == "demo"
+    if command != "sweep":  # sweep runs the fast dtype: no --dtype of its own
+        assert parser.parse_args(["--dtype", "native", command]).dtype == "native"
+        assert parser.parse_args([command, "--dtype", "native"]).dtype == "native"
+        assert parser.parse_args([command]).dtype == "fast"
 
 
 def test_version_and_the_top_help_say_what_bare_specdeck_does() -> None:
