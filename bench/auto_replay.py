@@ -10,8 +10,10 @@ round of a real ``-k 3`` run keeps exactly what it predicts) and replays the con
 on it many times: every round's seconds come from this machine's calibration of the
 pair (``specdeck calibrate``), off from it by a per-replay error and a per-round noise
 (seeded), and the loop's order is kept (a choice runs one round late; the draft's
-guesses over plain steps are judged after ``guess_after`` of them and cost
-``--guess-cost`` plain steps each; a round that kept all k judges the next position).
+guesses over plain steps are judged after ``guess_after`` of them, a draft step and
+``--guess-token`` plain steps a token; the first drafting round after plain steps also
+feeds the draft the tokens it has not seen, ``--catch-up-token`` each; a round that kept
+all k judges the next position).
 
 It prints, per prompt, the share of the draft's guesses that are right, the tokens per
 plain step of auto (and of ``--against``, another
@@ -123,7 +125,7 @@ def load_module(path: str) -> ModuleType:
 
 
 def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
-           guess_cost: float) -> float:
+           guess_token: float, catch_up_token: float) -> float:
     """Tokens per plain step of ``policy`` over the recorded output."""
     from specdeck.engines.draft_length import LearnsFromGuesses
     from specdeck.engines.events import Round
@@ -141,7 +143,7 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
         policy.expect_guesses()
     unit = 0.01  # seconds of a plain step; every cost scales with it
     steps = 0.0
-    p = index = seen = 0
+    p = index = seen = 0  # seen: the tokens the draft has fed
     running = following = policy.choose()
     while p < n:
         k = min(running.k, n - p)
@@ -155,6 +157,8 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
         event.auto_k, event.auto_tokens, event.auto_cost = k, running.tokens, running.cost
         event.auto_explored, event.auto_hoped = running.explored, running.hoped
         steps += seconds / unit
+        if k:
+            steps += catch_up_token * (p - seen)
         if guessing and k and kept == k and p + k < n:
             policy.observe_bonus(k, matches[p + k])
         p += kept + 1
@@ -163,7 +167,7 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
             seen = p
         elif guessing and p < n and p - seen >= policy.guess_after():
             policy.observe_guesses(matches[seen:p])
-            steps += guess_cost * (p - seen)
+            steps += draft_step + guess_token * (p - seen)
             seen = p
         running, following = following, policy.choose()
         index += 1
@@ -182,9 +186,14 @@ def main() -> int:
                     help="per-round timing noise (sigma of a log-normal factor)")
     ap.add_argument("--calibration-error", type=float, default=0.08,
                     help="how far this run's costs may be from the calibration's (+-)")
-    ap.add_argument("--guess-cost", type=float, default=0.0225,
-                    help="plain steps per draft guess judged (bench/draft_catch_up.py "
-                         "on smollm2: 8 guesses 0.18 of a plain step)")
+    ap.add_argument("--guess-token", type=float, default=0.0035,
+                    help="plain steps per draft guess judged, above a draft step for "
+                         "each judging (bench/draft_catch_up.py on smollm2: 8 guesses "
+                         "24 ms, 128 guesses 87 ms, a target step 150 ms)")
+    ap.add_argument("--catch-up-token", type=float, default=0.0015,
+                    help="plain steps per token the draft feeds without guessing "
+                         "(bench/draft_catch_up.py on smollm2: 1 token 20 ms, 128 "
+                         "tokens 49 ms)")
     ap.add_argument("--against", help="another draft_length.py to replay beside auto")
     args = ap.parse_args()
 
@@ -203,7 +212,7 @@ def main() -> int:
         def mean_speed(make) -> float:
             return statistics.mean(
                 replay(make(), data, random.Random(seed), args.noise,
-                       args.calibration_error, args.guess_cost)
+                       args.calibration_error, args.guess_token, args.catch_up_token)
                 for seed in range(args.seeds))
 
         costs = (data["draft_step"], tuple(data["passes"]))
