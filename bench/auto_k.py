@@ -73,7 +73,7 @@ def main() -> int:
     ap.add_argument("--ks", default=",".join(map(str, FIXED)),
                     help="the fixed k to measure auto against (comma-separated)")
     ap.add_argument("--prompts", default="code,prose," + ",".join(HELD_OUT),
-                    help="which of the prompts to run (comma-separated)")
+                    help="which of the prompts to run, or text files (comma-separated)")
     ap.add_argument("--no-calibration", action="store_true",
                     help="auto learns every cost from its run (an empty cache)")
     ap.add_argument("--confirm", type=int, default=0, metavar="N",
@@ -94,7 +94,9 @@ def main() -> int:
         return 1
     fixed = [int(k) for k in args.ks.split(",")]
     texts = {key: get_prompt(key).text for key in ("code", "prose")} | HELD_OUT
-    prompts = [SweepPrompt(name, texts[name], name) for name in args.prompts.split(",")]
+    prompts = [SweepPrompt(name, texts[name], name) if name in texts
+               else SweepPrompt(Path(name).stem, Path(name).read_text(), Path(name).stem)
+               for name in args.prompts.split(",")]
     request = SweepRequest(
         target=demo.target, draft=demo.draft, prompts=prompts, strategies=["draft"],
         ks=[*fixed, AUTO], reps=args.reps, max_tokens=args.max_tokens)
