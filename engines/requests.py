@@ -228,6 +228,8 @@ class SweepRequest:
     force: bool = False
     #: Split the target over a group of processes (``engines.distributed``); None: one.
     group: GroupSpec | None = None
+    #: How the weights are kept (``CompareRequest.dtype``).
+    dtype: str = "fast"
 
     def cells(self) -> list[CellSpec]:
         cells = []

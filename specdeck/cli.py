@@ -42,8 +42,7 @@ from specdeck.visible import MESSAGE_CHARS, visible
 SETTINGS, SAMPLING = DecodeSettings(), Sampling()
 
 
-def add_model_options(p: argparse.ArgumentParser, *, command: bool,
-                      dtype: bool = True) -> None:
+def add_model_options(p: argparse.ArgumentParser, *, command: bool) -> None:
     """Options that pick the models and how their weights are kept: on ``specdeck`` itself
     (the playground) and again on a ``command``, where they default to what was given
     before the command's name (``specdeck --family smollm2 compare`` runs smollm2: a
@@ -55,11 +54,9 @@ def add_model_options(p: argparse.ArgumentParser, *, command: bool,
                    default=argparse.SUPPRESS if command else None,
                    help="a model family by name: its target and draft (smollm2 after "
                    "`specdeck fetch smollm2`)")
-    if dtype:
-        p.add_argument("--dtype", choices=DTYPES,
-                       default=argparse.SUPPRESS if command else "fast",
-                       help="fast (default): half-precision weights run as float32 on the "
-                       "CPU; native: as stored, matching `mlx_lm generate` bit for bit")
+    p.add_argument("--dtype", choices=DTYPES, default=argparse.SUPPRESS if command else "fast",
+                   help="fast (default): half-precision weights run as float32 on the CPU; "
+                   "native: as stored, matching `mlx_lm generate` bit for bit")
 
 
 def draft_count(value: str) -> DraftCount:

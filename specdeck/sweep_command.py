@@ -59,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     from specdeck.cli import add_model_options
 
     p = sub.add_parser("sweep", help="sweep k / MTP depth / n-gram settings against plain")
-    add_model_options(p, command=True, dtype=False)
+    add_model_options(p, command=True)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
     p.add_argument("--draft", help="draft model (for sweeping the draft strategy; default "
@@ -250,7 +250,7 @@ def sweep_request(args: argparse.Namespace) -> SweepRequest:
         max_tokens=args.max_tokens, noisy_cv=args.noisy_cv,
         sampling=Sampling(seed=args.seed),
         strict_memory=args.strict, force=args.force,
-        group=group_from(args),
+        group=group_from(args), dtype=args.dtype,
     )
     request.validate()
     for path, flag in ((args.json, "--json"), (args.chart, "--chart")):

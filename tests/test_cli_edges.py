@@ -199,10 +199,9 @@ def test_the_models_named_before_a_command_are_the_ones_it_runs(command: str) ->
     neither = parser.parse_args([command])
     assert before.family == after.family == "smollm2" and neither.family is None
     assert parser.parse_args(["--family", "smollm2", command, "--family", "demo"]).family == "demo"
-    if command != "sweep":  # sweep runs the fast dtype: no --dtype of its own
-        assert parser.parse_args(["--dtype", "native", command]).dtype == "native"
-        assert parser.parse_args([command, "--dtype", "native"]).dtype == "native"
-        assert parser.parse_args([command]).dtype == "fast"
+    assert parser.parse_args(["--dtype", "native", command]).dtype == "native"
+    assert parser.parse_args([command, "--dtype", "native"]).dtype == "native"
+    assert parser.parse_args([command]).dtype == "fast"
 
 
 def test_version_and_the_top_help_say_what_bare_specdeck_does() -> None:

@@ -124,6 +124,29 @@ def test_sweep_on_tiny_models_writes_json_and_chart(tiny_family, tmp_path, capsy
     assert "specdeck sweep" in capsys.readouterr().out
 
 
+def test_a_sweep_loads_its_models_in_the_dtype_named_before_it(
+        tiny_family, tmp_path, monkeypatch, capsys) -> None:
+    """``specdeck --dtype native sweep`` ran the fast dtype: sweep took no --dtype."""
+    from specdeck.engines.loading import ModelStore
+
+    loaded, get = [], ModelStore.get
+
+    def recording_get(self, source, revision=None, dtype="fast"):
+        loaded.append(dtype)
+        return get(self, source, revision, dtype)
+
+    monkeypatch.setattr(ModelStore, "get", recording_get)
+    out = tmp_path / "sweep.json"
+    code = main([
+        "--dtype", "native", "sweep", "--target", str(tiny_family["llama_target"]),
+        "--draft", str(tiny_family["llama_draft"]), "-k", "1", "--reps", "1",
+        "--warmup", "0", "--max-tokens", "4", "--prompt", "def add(a, b):", "--json", str(out),
+    ])
+    assert code == 0, capsys.readouterr().err
+    assert len(loaded) >= 2 and set(loaded) == {"native"}
+    assert orjson.loads(out.read_bytes())["config"]["dtype"] == "native"
+
+
 def test_sweep_reports_a_mismatch_as_a_correctness_failure(tiny_family, tmp_path, monkeypatch, capsys) -> None:
     real = sweep.run_strategy
 
