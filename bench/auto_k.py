@@ -65,6 +65,17 @@ HELD_OUT = {
 }
 
 
+def prompt_text(name: str) -> str:
+    """One of the held-out prompts above, a file's text, or a built-in prompt."""
+    from specdeck.prompts import get_prompt
+
+    if name in HELD_OUT:
+        return HELD_OUT[name]
+    if Path(name).is_file():
+        return Path(name).read_text()
+    return get_prompt(name).text
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--reps", type=int, default=5)
@@ -84,7 +95,6 @@ def main() -> int:
     from specdeck.engines.config import AUTO
     from specdeck.engines.families import require_family
     from specdeck.engines.requests import SweepPrompt, SweepRequest
-    from specdeck.prompts import get_prompt
 
     demo = require_family(args.family)
     if args.no_calibration:
@@ -93,9 +103,7 @@ def main() -> int:
     elif specdeck(["calibrate", "--target", demo.target, "--draft", demo.draft]) != 0:
         return 1
     fixed = [int(k) for k in args.ks.split(",")]
-    texts = {key: get_prompt(key).text for key in ("code", "prose")} | HELD_OUT
-    prompts = [SweepPrompt(name, texts[name], name) if name in texts
-               else SweepPrompt(Path(name).stem, Path(name).read_text(), Path(name).stem)
+    prompts = [SweepPrompt(Path(name).stem, prompt_text(name), Path(name).stem)
                for name in args.prompts.split(",")]
     request = SweepRequest(
         target=demo.target, draft=demo.draft, prompts=prompts, strategies=["draft"],

@@ -44,21 +44,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from auto_k import HELD_OUT  # noqa: E402
+from auto_k import HELD_OUT, prompt_text  # noqa: E402
 
 #: Where recorded acceptance is kept between runs (a prompt's costs a plain run).
 RECORDS = Path(tempfile.gettempdir()) / "specdeck-auto-replay"
-
-
-def prompt_text(name: str) -> str:
-    """A built-in prompt, one of ``auto_k``'s held-out ones, or a file's text."""
-    from specdeck.prompts import get_prompt
-
-    if name in HELD_OUT:
-        return HELD_OUT[name]
-    if Path(name).is_file():
-        return Path(name).read_text()
-    return get_prompt(name).text
 
 
 def record(family: str, name: str, tokens: int) -> dict:

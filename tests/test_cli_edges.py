@@ -182,7 +182,8 @@ def test_every_option_with_a_default_shows_it_in_help() -> None:
         for action in sub._actions:
             if not action.option_strings or action.help == argparse.SUPPRESS:
                 continue
-            if any(action.default is none for none in (None, False, argparse.SUPPRESS)) or isinstance(
+            if any(action.default is none
+                   for none in (None, False, argparse.SUPPRESS)) or isinstance(
                     action, (argparse._HelpAction, argparse._VersionAction)):
                 continue
             shown = formatter._get_help_string(action) % {"default": action.default}
