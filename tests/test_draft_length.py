@@ -200,8 +200,12 @@ def test_a_calibration_prices_the_first_round() -> None:
         policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=TRIALS + i))
         choice = policy.choose()
         assert (choice == LengthChoice(0)) == (i < 2)
+    # The cost model's best k among those one position past the positions judged twice
+    # (BEST_REACHED): the tries judged START positions.
     model = cheap.cost_model("draft", survival=policy.survival())
-    assert choice.k == model.best_k() and choice.k > START and not choice.explored
+    assert model.best_k() > START + 1
+    assert choice.k == max(range(1, START + 2), key=model.predicted) == START + 1
+    assert not choice.explored
     assert choice.tokens / choice.cost == pytest.approx(model.predicted(choice.k))
     dear = draft_length(DecodeSettings(mtp_depth=AUTO), "mtp",
                         made_calibration(draft_step=0.05, slope=0.5, mtp_step=0.6))
@@ -209,6 +213,30 @@ def test_a_calibration_prices_the_first_round() -> None:
     # Prompt lookup drafts for free; a proposer the calibration did not time has no prior.
     assert cheap.drafting_costs("ngram") == (0.0, cheap.verify_passes)
     assert draft_length(DecodeSettings(mtp_depth=AUTO), "mtp", cheap).choose() == LengthChoice(0)
+
+
+def test_a_k_is_the_best_only_one_position_past_those_judged_often(monkeypatch) -> None:
+    """Every draft kept, positions 3 to 6 judged by one round of six: a k past three
+    rests there on the acceptance pooled over positions and is not yet the best, nor
+    after a second such round (the counts fade under ``BEST_REACHED``); after a third the
+    best goes one position past the six judged."""
+    monkeypatch.setattr(draft_length_module, "HOPE_BUDGET", 0.0)  # no hopeful rounds
+    cheap = made_calibration(draft_step=0.05, slope=0.02)
+    policy = AdaptiveLength(8, cheap.drafting_costs("draft"))
+
+    def kept_all(k: int, index: int) -> Round:
+        return synthetic(k, k, draft_step=0.0005, verify=0.010 * cheap.verify_passes[k],
+                         index=index)
+
+    rounds = [synthetic(0, 0, draft_step=0, verify=0.010, index=i) for i in (1, 2, 3)]
+    rounds += [kept_all(START, i) for i in range(4, 4 + TRIALS)]
+    for event in rounds:
+        policy.observe(event)
+    assert cheap.cost_model("draft", survival=policy.survival()).best_k() == 8
+    for index, best in ((8, START + 1), (9, START + 1), (10, 7)):
+        policy.observe(kept_all(6, index))
+        choice = policy.choose()
+        assert (choice.k, choice.explored) == (best, False)
 
 
 def test_the_runs_own_timings_win_over_the_calibration() -> None:
