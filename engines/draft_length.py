@@ -131,6 +131,9 @@ class LengthChoice:
     explored: bool = False
     #: A hopeful round (``HOPE_BUDGET``), not one of the regular explorations.
     hoped: bool = False
+    #: A deeper k predicted faster than ``k`` and not chosen, as too few rounds have
+    #: judged the positions before its last (``BEST_REACHED``); None when none was.
+    held: int | None = None
 
 
 class DraftLength(Protocol):
@@ -452,6 +455,7 @@ class AdaptiveLength:
         speed = [tokens / cost for tokens, cost in predicted]
         deepest = sum(1 for n in self.reached if n >= BEST_REACHED) + 1
         best = max(range(min(len(speed), deepest + 1)), key=lambda k: (speed[k], -k))
+        fastest = max(range(len(speed)), key=lambda k: (speed[k], -k))
         k, explored, hoped = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE), False
         if best:
@@ -471,7 +475,8 @@ class AdaptiveLength:
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
         tokens, cost = predicted[k]
-        return LengthChoice(k, tokens, cost, explored, hoped)
+        held = fastest if fastest > max(best, k) else None
+        return LengthChoice(k, tokens, cost, explored, hoped, held)
 
 
 def draft_length(settings: DecodeSettings, drafter: str,
@@ -516,6 +521,12 @@ def choice_words(event: Round) -> str | None:
                "there to rule it out (within a budget of plain steps it may lose)")
     elif event.auto_explored:
         why = "; exploring: a k other than the best predicted, to keep its estimates honest"
+    elif event.auto_held and event.auto_k:
+        why = (f"; not k={event.auto_held}, predicted faster: too few rounds have reached "
+               "its deeper drafts to trust that")
+    if event.auto_k == 0 and event.auto_held and not why:
+        return (f"auto chose a plain step: k={event.auto_held} was predicted to pay, but "
+                "too few rounds have reached its deeper drafts to trust that")
     if event.auto_k == 0:
         return f"auto chose a plain step: no k was predicted to pay for its cost{why}"
     gain = event.auto_tokens / event.auto_cost

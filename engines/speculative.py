@@ -277,7 +277,7 @@ def run_speculative(
             if isinstance(lengths[this_drafter], AdaptiveLength):
                 event.auto_k, event.auto_tokens = this_choice.k, this_choice.tokens
                 event.auto_cost, event.auto_explored = this_choice.cost, this_choice.explored
-                event.auto_hoped = this_choice.hoped
+                event.auto_hoped, event.auto_held = this_choice.hoped, this_choice.held
             lengths[this_drafter].observe(event)
             if guessing is not None and not output.finished:
                 with mx.stream(generation_stream):

@@ -236,7 +236,7 @@ def test_a_k_is_the_best_only_one_position_past_those_judged_often(monkeypatch) 
     for index, best in ((8, START + 1), (9, START + 1), (10, 7)):
         policy.observe(kept_all(6, index))
         choice = policy.choose()
-        assert (choice.k, choice.explored) == (best, False)
+        assert (choice.k, choice.explored, choice.held) == (best, False, 8)
 
 
 def test_the_runs_own_timings_win_over_the_calibration() -> None:

@@ -120,20 +120,24 @@ def test_round_trip_keeps_every_event_token_text_and_statistic(tmp_path: Path) -
 
 
 def test_hopeful_rounds_round_trip_and_older_files_load_without_them() -> None:
-    """A hopeful round reads back as one (and passes the schema); a file written before
-    hopeful rounds were told apart from explorations loads them as explorations."""
+    """A hopeful round and the deeper k a round held back from read back (and pass the
+    schema); a file written before hopeful rounds were told apart from explorations loads
+    them as explorations, and one written before holding back as holding nothing."""
     traces = sample_traces()
     events = traces["draft"].events
     events[1] = replace(events[1], auto_k=2, auto_explored=True, auto_hoped=True)
-    events[2] = replace(events[2], auto_k=2, auto_explored=True)
+    events[2] = replace(events[2], auto_k=2, auto_explored=True, auto_held=5)
     doc = saved(document(traces))
     VALIDATOR.validate(doc)
     rounds = session_from_document(doc).traces["draft"].rounds
-    assert [(r.auto_explored, r.auto_hoped) for r in rounds[:2]] == [(True, True), (True, False)]
+    assert [(r.auto_explored, r.auto_hoped, r.auto_held) for r in rounds[:2]] == [
+        (True, True, None), (True, False, 5)]
     for event in doc["strategies"]["draft"]["rounds"]:
         event.pop("auto_hoped", None)
+        event.pop("auto_held", None)
     rounds = session_from_document(doc).traces["draft"].rounds
-    assert [(r.auto_explored, r.auto_hoped) for r in rounds[:2]] == [(True, False), (True, False)]
+    assert [(r.auto_explored, r.auto_hoped, r.auto_held) for r in rounds[:2]] == [
+        (True, False, None), (True, False, None)]
     doc["strategies"]["draft"]["rounds"][0]["auto_hoped"] = "yes"
     with pytest.raises(SessionError, match="auto_hoped"):
         session_from_document(doc)

@@ -59,6 +59,11 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
                         4, 10).split("\n")
         assert lines[2].startswith("auto chose 3 drafts: expects 2.40 tokens for 1.90 "
                                    "one-token passes (1.26x a plain step)" + why)
+    lines = verdict("draft", replace(greedy, auto_held=6), 4, 10).split("\n")
+    assert " ".join(lines[2:]) == (
+        "auto chose 3 drafts: expects 2.40 tokens for 1.90 one-token passes (1.26x a plain "
+        "step); not k=6, predicted faster: too few rounds have reached its deeper drafts "
+        "to trust that")
     step = _round(drafted=[], accepted=0, tokens=[8], rejected_pieces=[], pieces=["c"],
                   auto_k=0, auto_tokens=1.0, auto_cost=1.0,
                   guesses=[True, False, True, True, False, False, True, True])
@@ -67,6 +72,9 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
         "auto chose a plain step: no k was predicted to pay for its cost",
         "then auto judged the draft's guesses at the last 8 tokens: 5 right (62%), as "
         "drafting rounds there would have, with none run"]
+    lines = verdict("draft", replace(step, auto_held=3, guesses=None), 4, 10).split("\n")
+    assert lines[2:] == ["auto chose a plain step: k=3 was predicted to pay, but too few "
+                         "rounds have reached its deeper drafts to trust that"]
 
 
 def test_the_headless_summary_counts_the_guesses_judged() -> None:
