@@ -430,7 +430,7 @@ class AdaptiveLength:
         estimates once the drafts judged rule every deeper one out."""
         frontier = sum(1 for n in self.judged if n) + 1
         hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
-        return max(range(min(len(hopeful), frontier + 1)), key=lambda k: (hopeful[k], -k))
+        return fastest(hopeful, range(min(len(hopeful), frontier + 1)))
 
     def choose(self) -> LengthChoice:
         choice = self._choose()
@@ -453,9 +453,9 @@ class AdaptiveLength:
             return LengthChoice(0)
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
-        deepest = sum(1 for n in self.reached if n >= BEST_REACHED) + 1
-        best = max(range(min(len(speed), deepest + 1)), key=lambda k: (speed[k], -k))
-        fastest = max(range(len(speed)), key=lambda k: (speed[k], -k))
+        trusted = sum(1 for n in self.reached if n >= BEST_REACHED)  # leading positions
+        best = fastest(speed, range(min(len(speed), trusted + 2)))
+        unbounded = fastest(speed, range(len(speed)))
         k, explored, hoped = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE), False
         if best:
@@ -463,7 +463,7 @@ class AdaptiveLength:
         if best == 0 and self.guessed:
             explored = False  # the guesses judge drafts with no round run to try
         elif explored and best == 0:
-            k = max(range(1, len(speed)), key=lambda k: (speed[k], -k))
+            k = fastest(speed, range(1, len(speed)))
         elif explored:
             up = self.explorations % 2 == 0 and best < self.most
             k = best + 1 if up else best - 1
@@ -475,8 +475,13 @@ class AdaptiveLength:
         if explored:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
         tokens, cost = predicted[k]
-        held = fastest if fastest > max(best, k) else None
+        held = unbounded if unbounded > max(best, k) else None
         return LengthChoice(k, tokens, cost, explored, hoped, held)
+
+
+def fastest(rates: list[float], ks: range) -> int:
+    """The k in ``ks`` with the highest rate; the smaller one on a tie."""
+    return max(ks, key=lambda k: (rates[k], -k))
 
 
 def draft_length(settings: DecodeSettings, drafter: str,
@@ -524,10 +529,10 @@ def choice_words(event: Round) -> str | None:
     elif event.auto_held and event.auto_k:
         why = (f"; not k={event.auto_held}, predicted faster: too few rounds have reached "
                "its deeper drafts to trust that")
-    if event.auto_k == 0 and event.auto_held and not why:
-        return (f"auto chose a plain step: k={event.auto_held} was predicted to pay, but "
-                "too few rounds have reached its deeper drafts to trust that")
     if event.auto_k == 0:
+        if event.auto_held and not why:
+            return (f"auto chose a plain step: k={event.auto_held} was predicted to pay, "
+                    "but too few rounds have reached its deeper drafts to trust that")
         return f"auto chose a plain step: no k was predicted to pay for its cost{why}"
     gain = event.auto_tokens / event.auto_cost
     return (f"auto chose {drafts}: expects {event.auto_tokens:.2f} tokens for "

@@ -200,8 +200,8 @@ def test_a_calibration_prices_the_first_round() -> None:
         policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=TRIALS + i))
         choice = policy.choose()
         assert (choice == LengthChoice(0)) == (i < 2)
-    # The cost model's best k among those one position past the positions judged twice
-    # (BEST_REACHED): the tries judged START positions.
+    # The cost model's best k among those at most one position past the positions
+    # judged often enough (BEST_REACHED): the tries judged START positions.
     model = cheap.cost_model("draft", survival=policy.survival())
     assert model.best_k() > START + 1
     assert choice.k == max(range(1, START + 2), key=model.predicted) == START + 1
