@@ -11,10 +11,12 @@ import pytest
 from specdeck.engines import draft, mtp, ngram
 from specdeck.engines import draft_length as draft_length_module
 from specdeck.engines.calibration import Calibration, Timing
-from specdeck.engines.config import AUTO, DecodeSettings, Sampling, parse_draft_count
+from specdeck.engines.config import (
+    AUTO, MAX_DRAFT_TOKENS, DecodeSettings, Sampling, parse_draft_count,
+)
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, START, TRIALS, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, START, TRIALS, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -43,10 +45,10 @@ def synthetic(drafted: int, accepted: int, *, draft_step: float, verify: float,
 
 
 def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
-         rounds: int = 64) -> list[LengthChoice]:
-    """Run ``policy`` on rounds where each draft survives with probability ``accept``
-    (deterministically: the expected survivors, rounded) and a verify pass of n tokens
-    costs ``pass_cost(n)`` seconds; a plain step costs one."""
+         rounds: int = 64, most_kept: int = MAX_DRAFT_TOKENS) -> list[LengthChoice]:
+    """Run ``policy`` on rounds that keep every draft (up to ``most_kept`` of them) with
+    probability ``accept``, deterministically, and none otherwise; a verify pass of n
+    tokens costs ``pass_cost(n)`` seconds, a plain step one."""
     choices = []
     for i in range(rounds):
         choice = policy.choose()
@@ -56,7 +58,7 @@ def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
             policy.observe(synthetic(0, 0, draft_step=0, verify=1.0, index=i + 1))
             continue
         # Alternate the outcome so that the survival rate at position 1 is ``accept``.
-        kept = k if (i * accept) % 1 + accept >= 1 else 0
+        kept = min(k, most_kept) if (i * accept) % 1 + accept >= 1 else 0
         event = synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1), index=i + 1)
         event.auto_k, event.auto_hoped = k, choice.hoped  # as the loop records them
         policy.observe(event)
@@ -332,18 +334,68 @@ def test_hope_is_charged_what_its_rounds_lose_as_they_run() -> None:
 
 
 def test_while_drafting_auto_hopes_on_the_positions_past_its_k() -> None:
-    """Half the rounds keep every draft: drafting two, auto tries deeper k at once, as
+    """Three rounds in five keep every draft: drafting, auto tries deeper k at once, as
     hopeful rounds on the doubt of positions it has not drafted (before, it went one
     deeper per exploration). Each is charged, as it ran, what it lost against the best
     k's predicted rate: these gained, so the budget grew."""
     calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
     policy = AdaptiveLength(8, calibration)
     policy.expect_guesses()
-    choices = feed(policy, 0.5, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
+    choices = feed(policy, 0.6, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
                    rounds=10)
     hopeful = [c for c in choices if c.hoped]
     assert len(hopeful) >= 3 and all(c.explored and c.k > START for c in hopeful)
     assert policy.hope_spent < 0 and not policy.hoping
+
+
+def test_hope_banks_at_most_one_budget_of_credit() -> None:
+    """Every hopeful round keeps all its drafts, far beyond the best k's predicted rate:
+    what they gain is given back to the budget only up to one budget's worth, so that
+    a copied stretch cannot fund hoping long after the text has changed."""
+    calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
+    policy = AdaptiveLength(16, calibration)
+    policy.expect_guesses()
+    choices = feed(policy, 1.0, draft_step=0.01, pass_cost=lambda n: 1.0 + 0.01 * n,
+                   rounds=40)
+    assert sum(c.hoped for c in choices) >= 8  # uncapped, they gained 3.4 plain steps
+    assert policy.hope_spent == -HOPE_BUDGET
+
+
+def test_no_hope_from_a_k_whose_drafts_are_mostly_rejected(monkeypatch) -> None:
+    """Drafting one pays (a cheap draft, kept in 4 rounds of 10; nothing past it ever
+    is) but a hopeful round past it judges the deeper positions only when that draft
+    is kept: from a k whose rounds keep fewer than ``HOPE_KEPT`` drafts auto does not
+    hope; with no such bound it spends its budget there."""
+    def run(least: float) -> tuple[list[LengthChoice], float]:
+        monkeypatch.setattr(draft_length_module, "HOPE_KEPT", least)
+        policy = AdaptiveLength(8, made_calibration(draft_step=0.02, slope=0.2)
+                                .drafting_costs("draft"))
+        policy.expect_guesses()
+        choices = feed(policy, 0.4, draft_step=0.02, pass_cost=lambda n: 1.0 + 0.2 * (n - 1),
+                       rounds=96, most_kept=1)
+        assert {c.k for c in choices[-16:] if not c.explored} == {1}
+        return choices, policy.hope_spent
+
+    bounded, spent = run(HOPE_KEPT)
+    assert not any(c.hoped for c in bounded) and spent == 0.0
+    unbounded, spent = run(0.0)
+    assert sum(c.hoped for c in unbounded) >= 3 and spent > 1.0
+
+
+def test_from_one_draft_auto_never_explores_a_lone_plain_step() -> None:
+    """One plain step between drafting rounds is neither timed nor judges a draft: from
+    k = 1 the exploration's turn down is skipped, and it explores up (to 2) every
+    other turn, as it would."""
+    calibration = made_calibration(draft_step=0.02, slope=0.2).drafting_costs("draft")
+    policy = AdaptiveLength(8, calibration)
+    policy.expect_guesses()
+    choices = feed(policy, 0.4, draft_step=0.02, pass_cost=lambda n: 1.0 + 0.2 * (n - 1),
+                   rounds=128, most_kept=1)
+    late = choices[32:]
+    assert [c.k for c in late if not c.explored] == [1] * sum(not c.explored for c in late)
+    explored = [c.k for c in late if c.explored]
+    assert explored and set(explored) == {2}
+    assert len(explored) == pytest.approx(len(late) / (2 * EXPLORE_EVERY), abs=1)
 
 
 def test_without_a_plain_step_the_calibration_is_scaled_to_the_run() -> None:
