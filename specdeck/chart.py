@@ -2,7 +2,8 @@
 
 Plain SVG text, no plotting library: it opens in any browser, a README or a post. The x
 axis is logarithmic (k = 1, 2, 4, 8, 16 evenly spaced); the dashed line at 1.0 is
-break-even with plain decoding.
+break-even with plain decoding. ``auto`` has no k of its own: its speedup is a dotted
+level across the plot in its series' colour, to be read against the fixed k.
 """
 
 from __future__ import annotations
@@ -18,22 +19,45 @@ COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#0
 DASHES = ["", "6 3", "2 3", "8 3 2 3"]
 
 
+def _plotted(cell: dict) -> tuple[str, int | str] | None:
+    """The series a cell belongs to (prompt, strategy and temperature) and its drafts per
+    round (an int, or ``auto``); None for plain decoding and cells with nothing to plot."""
+    x = cell["depth"] if cell["strategy"] == "mtp" else cell["k"]
+    if cell["strategy"] == "plain" or cell["speedup"] is None or x is None:
+        return None
+    if cell.get("correct") is False:
+        return None
+    name = cell["strategy"] + (f" n={cell['n']}" if cell["strategy"] == "ngram" else "")
+    key = f"{cell['prompt']}: {name}" + (
+        f" @{cell['temperature']:g}" if cell["temperature"] else ""
+    )
+    return key, x
+
+
 def series_of(cells: list[dict]) -> dict[str, list[tuple[int, float]]]:
     """(drafts per round, speedup) points per prompt, strategy and temperature (cells
     with a fixed k)."""
     series: dict[str, list[tuple[int, float]]] = {}
     for cell in cells:
-        x = cell["depth"] if cell["strategy"] == "mtp" else cell["k"]
-        if cell["strategy"] == "plain" or type(x) is not int or cell["speedup"] is None:
-            continue  # ``auto`` has no x: the table shows it beside the fixed k
-        if cell.get("correct") is False:
-            continue
-        name = cell["strategy"] + (f" n={cell['n']}" if cell["strategy"] == "ngram" else "")
-        key = f"{cell['prompt']}: {name}" + (
-            f" @{cell['temperature']:g}" if cell["temperature"] else ""
-        )
-        series.setdefault(key, []).append((x, cell["speedup"]))
+        plotted = _plotted(cell)
+        if plotted is not None and type(plotted[1]) is int:
+            series.setdefault(plotted[0], []).append((plotted[1], cell["speedup"]))
     return {k: sorted(v) for k, v in series.items()}
+
+
+def auto_levels(cells: list[dict]) -> dict[str, float]:
+    """``auto``'s speedup per series (named as in ``series_of``)."""
+    return {plotted[0]: cell["speedup"] for cell in cells
+            if (plotted := _plotted(cell)) is not None and type(plotted[1]) is not int}
+
+
+def colour_index(series: dict[str, list[tuple[int, float]]], levels: dict[str, float],
+                 key: str) -> int:
+    """Which colour (and marker) a series or an auto level draws in: an auto level in
+    its series' own, one with no fixed k in the next after the series."""
+    if key in series:
+        return list(series).index(key)
+    return len(series) + [k for k in levels if k not in series].index(key)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,9 +73,10 @@ class Axes:
     y_hi: float
 
     @classmethod
-    def of(cls, series: dict[str, list[tuple[int, float]]]) -> "Axes":
+    def of(cls, series: dict[str, list[tuple[int, float]]],
+           levels: dict[str, float] | None = None) -> "Axes":
         xs = sorted({x for pts in series.values() for x, _ in pts}) or [1, 2]
-        ys = [y for pts in series.values() for _, y in pts] + [1.0]
+        ys = [y for pts in series.values() for _, y in pts] + [1.0, *(levels or {}).values()]
         return cls(
             xs=xs, x_lo=math.log2(xs[0]),
             x_hi=max(math.log2(xs[-1]), math.log2(xs[0]) + 1),
@@ -69,8 +94,8 @@ class Axes:
 
 
 def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decoding") -> str:
-    series = series_of(cells)
-    axes = Axes.of(series)
+    series, levels = series_of(cells), auto_levels(cells)
+    axes = Axes.of(series, levels)
     xs, y_lo, y_hi = axes.xs, axes.y_lo, axes.y_hi
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
 
@@ -121,5 +146,18 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
             f'stroke="{colour}" stroke-width="2"{dash_attr}/>'
         )
         out.append(f'<text x="{WIDTH - RIGHT + 46}" y="{ly + 4}">{escape(name)}</text>')
+    for j, (name, speedup) in enumerate(levels.items()):
+        colour = COLOURS[colour_index(series, levels, name) % len(COLOURS)]
+        y = py(speedup)
+        out.append(f'<line x1="{LEFT}" y1="{y:.1f}" x2="{LEFT + plot_w}" y2="{y:.1f}" '
+                   f'stroke="{colour}" stroke-width="2" stroke-dasharray="1 4"/>')
+        out.append(f'<text x="{LEFT + 4}" y="{y - 5:.1f}" fill="{colour}">auto</text>')
+        ly = TOP + 10 + (len(series) + j) * 18
+        out.append(
+            f'<line x1="{WIDTH - RIGHT + 16}" y1="{ly}" x2="{WIDTH - RIGHT + 40}" y2="{ly}" '
+            f'stroke="{colour}" stroke-width="2" stroke-dasharray="1 4"/>'
+        )
+        out.append(f'<text x="{WIDTH - RIGHT + 46}" y="{ly + 4}">'
+                   f'{escape(name)} auto {speedup:.2f}x</text>')
     out.append("</svg>")
     return "\n".join(out)

@@ -649,8 +649,8 @@ def test_auto_sampling_keeps_the_targets_distribution(tiny_family, store) -> Non
 
 def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
     """``-k 1,auto``: auto is a cell like any other (checked against plain, saved, read
-    back), and the chart, which places cells by k, leaves it to the table."""
-    from specdeck.chart import series_of
+    back); the chart places the fixed k by k and draws auto as a level across them."""
+    from specdeck.chart import auto_levels, series_of
     from specdeck.engines.requests import SweepPrompt, SweepRequest
     from specdeck.engines.sweep import recommendations, run_sweep
     from specdeck.session import sweep_document
@@ -669,6 +669,9 @@ def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
     sweep = sweep_from_document(document)
     assert [c["k"] for c in sweep.cells] == [None, 1, AUTO, 1, AUTO]
     assert [x for points in series_of(sweep.cells).values() for x, _ in points] == [1, 1]
+    levels = auto_levels(sweep.cells)
+    assert list(levels) == list(series_of(sweep.cells)) == ["p: draft", "p: ngram n=3"]
+    assert list(levels.values()) == [c["speedup"] for c in sweep.cells if c["k"] == AUTO]
 
 
 # --- the draft's guesses over plain steps ----------------------------------------------

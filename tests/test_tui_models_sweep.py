@@ -25,7 +25,8 @@ from specdeck.session import load_session
 from specdeck.sweep_file import cell_row, load_sweep
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.model_picker import ModelPicker, catalog_dirs
-from specdeck.tui.speedup_chart import BREAK_EVEN, plot_speedups
+from specdeck.chart import speedup_chart_svg
+from specdeck.tui.speedup_chart import AUTO_LEVEL, BREAK_EVEN, plot_speedups
 from specdeck.tui.sweep_view import SweepApp
 from session_helpers import document, sample_traces, sweep_document
 from specdeck.testing.pilot import run_async, screen_text, settle, until
@@ -283,6 +284,60 @@ def test_the_text_chart_puts_each_point_at_its_speedup_and_marks_break_even():
     assert chart.lines[13].split() == ["1", "2", "4"]
     assert chart.legend == ["● code: draft", "■ prose: mtp",
                             "┄┄ break-even (1.00x plain): above it speculation wins"]
+
+
+def test_auto_is_a_level_across_the_text_chart_in_its_series_colour():
+    """``auto`` has no k: its speedup is a dotted row across the plot, marked ``a`` at
+    its leftmost free cell, in its series' colour (a level whose series has no fixed k
+    gets the next colour); the legend gives the figure. Points and lines stay on top."""
+    series = {"code: draft": [(1, 1.5), (2, 1.25), (4, 0.5)], "prose: mtp": [(1, 0.75)]}
+    chart = plot_speedups(series, width=40, height=12,
+                          levels={"code: draft": 1.25, "chat: ngram n=3": 0.25})
+    level = row_of(chart.lines, "1.25")
+    assert level[6] == "a" and level.count(AUTO_LEVEL) > 30
+    assert "●" in level  # draft k=2 sits on auto's level, drawn over it
+    low = chart.lines.index(row_of(chart.lines, "0.25"))
+    assert row_of(chart.lines, "0.25")[6] == "a"
+    assert {chart.owners[low][c] for c in range(40)} == {2}  # the next colour
+    row = chart.lines.index(level)
+    drawn = [c for c in range(40) if level[6 + c] == AUTO_LEVEL]
+    assert {chart.owners[row][c] for c in drawn} == {0}  # draft's colour
+    assert chart.legend[2:4] == [f"a{AUTO_LEVEL} code: draft auto: 1.25x plain",
+                                 f"a{AUTO_LEVEL} chat: ngram n=3 auto: 0.25x plain"]
+    assert chart.legend_owners == [0, 1, 0, 2, None]
+    assert AUTO_LEVEL not in "".join(plot_speedups(series, width=40, height=12).lines)
+    # On k=1's row the level is marked at its first cell the series left free.
+    top = row_of(plot_speedups(series, width=40, height=12, levels={"code: draft": 1.5}).lines,
+                 "1.50")
+    drawn = [ch == "●" or "\u2800" <= ch <= "\u28ff" for ch in top[6:]]  # marker, line
+    assert top[6] == "●" and top[6 + drawn.index(False)] == "a"
+
+
+def test_the_svg_chart_draws_auto_as_a_dotted_level() -> None:
+    doc = sweep_document()
+    doc["cells"].append({**doc["cells"][1], "k": "auto", "label": "draft k=auto",
+                         "speedup": 1.75})
+    svg = speedup_chart_svg(doc["cells"])
+    assert svg.count('stroke-dasharray="1 4"') == 2  # the level and its legend sample
+    assert "code: draft auto 1.75x" in svg
+    without = speedup_chart_svg(sweep_document()["cells"])
+    assert ">1.75</text>" in svg and ">1.75</text>" not in without  # the y axis reaches it
+    assert "auto" not in without
+
+
+@run_async
+async def test_the_sweep_view_charts_auto_beside_the_fixed_k(tmp_path):
+    doc = sweep_document()
+    doc["cells"].append({**doc["cells"][1], "k": "auto", "label": "draft k=auto",
+                         "speedup": 1.75})
+    path = tmp_path / "sweep-auto.json"
+    path.write_bytes(orjson.dumps(doc))
+    app = SweepApp(load_sweep(path))
+    async with app.run_test(size=(100, 60)) as pilot:
+        await pilot.pause()
+        chart = str(app.screen.query_one("#sweep-chart").render()).splitlines()
+        assert f"a{AUTO_LEVEL} code: draft auto: 1.75x plain" in chart
+        assert row_of(chart, "1.75")[6] == "a"
 
 
 @run_async

@@ -5,7 +5,8 @@ Drawn here in Braille dots (2 x 4 per character cell) rather than with a plottin
 library: the chart is a few lines of a fixed shape, and it shares its series
 (``specdeck.chart.series_of``), ranges (``Axes``: log2 x, 0.25 y steps) and colours with
 the SVG that ``specdeck sweep`` writes. Measured points carry a marker per series, so
-lines stay apart without colour.
+lines stay apart without colour; ``auto`` (no k of its own) is a dotted level across the
+plot, in its series' colour, marked ``a`` at its leftmost cell no series drew.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widget import Widget
 
-from specdeck.chart import COLOURS, Axes
+from specdeck.chart import COLOURS, Axes, colour_index
 from specdeck.visible import visible
 
 #: One marker per series (cycled), drawn on each measured point.
@@ -23,6 +24,8 @@ MARKERS = "●■▲◆✚★○□△◇"
 #: Braille dot bits by (column, row) within a character cell.
 _DOTS = ((0x01, 0x02, 0x04, 0x40), (0x08, 0x10, 0x20, 0x80))
 BREAK_EVEN = "┄"
+#: An ``auto`` level across the plot.
+AUTO_LEVEL = "┈"
 #: Width of the y-axis labels ("1.25 ┤").
 _LABEL = 6
 
@@ -30,18 +33,22 @@ _LABEL = 6
 @dataclass
 class TextChart:
     """The chart as character rows; ``owners`` names the series index that drew each
-    plot cell (None: empty, axis or break-even), for colouring."""
+    plot cell (None: empty, axis or break-even), for colouring, and ``legend_owners``
+    each legend line's."""
 
     lines: list[str]
     owners: list[list[int | None]]
     legend: list[str]
+    legend_owners: list[int | None]
 
 
 def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
-                  height: int = 14) -> TextChart:
+                  height: int = 14, levels: dict[str, float] | None = None) -> TextChart:
     """Draw ``series`` (name -> (drafts, speedup) points) in a ``width`` x ``height`` plot
-    area, plus y labels at every 0.25 step that gets a row of its own and x labels."""
-    axes = Axes.of(series)
+    area, with ``levels`` (name -> auto's speedup) across it, plus y labels at every
+    0.25 step that gets a row of its own and x labels."""
+    levels = levels or {}
+    axes = Axes.of(series, levels)
     dot_w, dot_h = width * 2, height * 4
     bits = [[0] * width for _ in range(height)]
     owners: list[list[int | None]] = [[None] * width for _ in range(height)]
@@ -73,6 +80,15 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
     labels[even_row] = "1.00"
 
     lines = []
+    level_rows: dict[int, int] = {}  # row -> the level drawn along it
+    for name, speedup in levels.items():
+        row = dot(axes.xs[0], speedup)[1] // 4
+        owner = level_rows.setdefault(row, colour_index(series, levels, name))
+        free = [col for col in range(width) if owners[row][col] is None]
+        for col in free:
+            owners[row][col] = owner
+        if free:  # marked at its leftmost cell no series drew
+            glyphs[(row, free[0])] = "a"
     for row in range(height):
         cells = []
         for col in range(width):
@@ -80,6 +96,8 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
                 cells.append(glyphs[(row, col)])
             elif bits[row][col]:
                 cells.append(chr(0x2800 + bits[row][col]))
+            elif row in level_rows:
+                cells.append(AUTO_LEVEL)
             else:
                 cells.append(BREAK_EVEN if row == even_row else " ")
         tick = "┤" if row in labels else "│"
@@ -93,8 +111,13 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
     lines.append(" " * _LABEL + "".join(x_labels).rstrip())
     lines.append(" " * _LABEL + "drafts per round (k, MTP depth)")
     legend = [f"{MARKERS[i % len(MARKERS)]} {visible(name)}" for i, name in enumerate(series)]
+    legend_owners: list[int | None] = list(range(len(series)))
+    for name, speedup in levels.items():
+        legend.append(f"a{AUTO_LEVEL} {visible(name)} auto: {speedup:.2f}x plain")
+        legend_owners.append(colour_index(series, levels, name))
     legend.append(f"{BREAK_EVEN * 2} break-even (1.00x plain): above it speculation wins")
-    return TextChart(lines, owners, legend)
+    legend_owners.append(None)
+    return TextChart(lines, owners, legend, legend_owners)
 
 
 class SpeedupChart(Widget):
@@ -104,16 +127,18 @@ class SpeedupChart(Widget):
     DEFAULT_CSS = "SpeedupChart { height: auto; }"
 
     def __init__(self, series: dict[str, list[tuple[int, float]]], *, plot_height: int = 14,
-                 **kwargs) -> None:
+                 levels: dict[str, float] | None = None, **kwargs) -> None:
         super().__init__(**kwargs)
         self.series = series
+        self.levels = levels or {}
         self.plot_height = plot_height
 
     def chart(self, width: int) -> TextChart:
-        return plot_speedups(self.series, max(20, width - _LABEL - 4), self.plot_height)
+        return plot_speedups(self.series, max(20, width - _LABEL - 4), self.plot_height,
+                             self.levels)
 
     def get_content_height(self, container, viewport, width: int) -> int:
-        return self.plot_height + 3 + len(self.series) + 1
+        return self.plot_height + 3 + len(self.series) + len(self.levels) + 1
 
     def render(self) -> Text:
         chart = self.chart(self.size.width)
@@ -130,7 +155,7 @@ class SpeedupChart(Widget):
             else:
                 text.append(line, style="dim")
             text.append("\n")
-        for i, entry in enumerate(chart.legend):
-            style = COLOURS[i % len(COLOURS)] if i < len(self.series) else "dim"
+        for entry, owner in zip(chart.legend, chart.legend_owners):
+            style = COLOURS[owner % len(COLOURS)] if owner is not None else "dim"
             text.append(entry + "\n", style=style)
         return text

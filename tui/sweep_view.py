@@ -14,7 +14,7 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
-from specdeck.chart import series_of
+from specdeck.chart import auto_levels, series_of
 from specdeck.literal import literal
 from specdeck.sweep_file import COLUMNS, Sweep, cell_row, why_lines
 from specdeck.tui.safe_text import LiteralNotify
@@ -52,7 +52,8 @@ class SweepScreen(Screen[None]):
                 table.add_row(*(literal(value, one_line=True) for value in cell_row(cell)))
             yield table
             yield Static("Speedup over plain decoding", classes="dialog-title")
-            yield SpeedupChart(series_of(sweep.cells), id="sweep-chart")
+            yield SpeedupChart(series_of(sweep.cells), levels=auto_levels(sweep.cells),
+                               id="sweep-chart")
             yield Static(literal("\n".join(sweep.recommendations) or "no recommendations"),
                          id="sweep-recommendations")
             yield Static("Why: the cost model's account of each cell", classes="dialog-title",
