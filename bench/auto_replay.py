@@ -24,6 +24,7 @@ then measured for real (``bench/auto_k.py``); one it does not is not worth the V
 
     python bench/auto_replay.py --family smollm2 --max-tokens 96 [--prompts code,csv]
                                 [--seeds 30] [--against /tmp/old_draft_length.py]
+                                [--costs 0.15,0.06]   # another machine's costs
 """
 
 from __future__ import annotations
@@ -184,6 +185,11 @@ def main() -> int:
                          "(bench/draft_catch_up.py on smollm2: 1 token 20 ms, 128 "
                          "tokens 49 ms)")
     ap.add_argument("--against", help="another draft_length.py to replay beside auto")
+    ap.add_argument("--costs", metavar="DRAFT_STEP,SLOPE",
+                    help="price rounds as another machine would instead of by this one's "
+                         "calibration: a draft step and each draft's share of a verify "
+                         "pass, in plain steps (a pass of k drafts costs 1 + SLOPE k; "
+                         "memory-bound on Apple Silicon, e.g. 0.15,0.06)")
     args = ap.parse_args()
 
     from specdeck.engines import draft_length
@@ -197,6 +203,10 @@ def main() -> int:
     for name in args.prompts.split(","):
         data = record(args.family, name, args.max_tokens)
         most = len(data["passes"]) - 1
+        if args.costs:
+            step, slope = (float(v) for v in args.costs.split(","))
+            data = {**data, "draft_step": step,
+                    "passes": [1.0 + slope * k for k in range(most + 1)]}
 
         def mean_speed(make) -> float:
             return statistics.mean(
