@@ -32,13 +32,12 @@ is left out of them.
 
 With this machine's calibration of the model pair (``specdeck calibrate``, cached) it
 need not time anything first: it drafts from the first round, pricing every length and
-the draft step from the calibration (in plain steps) until its own run has timed them;
-after its first tries it times a plain step (between two others, as plain decoding runs
-them), since a calibration measured on a quieter (or busier) machine would otherwise
-price every round against a plain step it never ran.
-Its own timings then win, in one-token passes, and correct the lengths it has not timed;
-where no plain step has run, the calibration is scaled to this run's speed by the verify
-passes it has timed.
+the draft step from the calibration (in plain steps) until its own run has timed them.
+Its own timings then win, in one-token passes, and correct the lengths it has not timed.
+A plain step is priced by the calibration scaled to this run's speed by the verify
+passes it has timed, until it runs plain steps (one between two others is timed, as
+plain decoding runs them); while no drafting k is predicted well clear of a plain step
+(``TRUST_CALIBRATION``) it runs three to time one before it chooses.
 
 A choice is made while the previous round's drafts compute, from the rounds before
 that: it costs the loop no time, and is one round late.
@@ -124,6 +123,17 @@ GUESS_EVERY, GUESS_MOST = 8, 32
 #: queue, and at 256 tokens nowhere over 0.2 %. Hopeful rounds, explorations and the
 #: guess after a round kept whole judge the positions past it.
 BEST_REACHED = 2.0
+#: Without a plain step timed in this run, a drafting k predicted this many times faster
+#: than one is chosen on the calibration's plain step (scaled to the run by the verify
+#: passes timed); below it three plain steps are run to time one first, as a plain step
+#: off by a quarter could flip the choice (seen: smollm2's config on a busy VM, priced
+#: by the calibration alone, drafted k = 2 in all 68 rounds at 25 % acceptance, 0.77x of
+#: plain). Timing one after every run's first tries cost four plain steps where a deep k
+#: pays: replayed at a Mac's costs (``bench/auto_replay.py --costs 0.15,0.06``), the
+#: demo's copyable prompts gained up to 14 % at 128 tokens without them (moving: 2.67 ->
+#: 3.04x), one lost 3 % (sky); smollm2 moved -0.9..+1.5 % there, and not at all at this
+#: CPU's costs, where no k is predicted that far ahead.
+TRUST_CALIBRATION = 1.25
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -459,13 +469,10 @@ class AdaptiveLength:
             if tried < TRIALS and self.could_pay():
                 return LengthChoice(min(START, self.most))
             self.tried = tried >= TRIALS
-        if self.tried and not self.one_token.count:
-            # Priced from the calibration alone, a plain step may be dearer or cheaper
-            # here and now than it says: time one, between two more, before the first
-            # choice.
-            return LengthChoice(0)
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
+        if self.tried and not self.one_token.count and max(speed) < TRUST_CALIBRATION:
+            return LengthChoice(0)  # time a plain step: the choice may hang on it
         trusted = sum(1 for n in self.reached if n >= BEST_REACHED)  # leading positions
         best = fastest(speed, range(min(len(speed), trusted + 2)))
         unbounded = fastest(speed, range(len(speed)))
