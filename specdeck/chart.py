@@ -98,6 +98,8 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
     axes = Axes.of(series, levels)
     xs, y_lo, y_hi = axes.xs, axes.y_lo, axes.y_hi
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
+    # The plot keeps its size; the picture grows down to hold a long legend.
+    height = max(HEIGHT, TOP + 18 * (len(series) + len(levels)) + 16)
 
     def px(x: float) -> float:
         return LEFT + axes.x_share(x) * plot_w
@@ -106,9 +108,9 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
         return TOP + axes.y_share(y) * plot_h
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{HEIGHT}" '
-        f'viewBox="0 0 {WIDTH} {HEIGHT}" font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{HEIGHT}" fill="white"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
+        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
         f'<text x="{LEFT}" y="24" font-size="15" font-weight="bold">{escape(title)}</text>',
         f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="#444"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="#444"/>',

@@ -325,6 +325,21 @@ def test_the_svg_chart_draws_auto_as_a_dotted_level() -> None:
     assert "auto" not in without
 
 
+def test_the_svg_grows_to_hold_a_long_legend() -> None:
+    """Twelve prompts with a fixed k and auto each: 24 legend lines, more than the
+    chart's 420 pixels hold; the picture grows so the last one is inside it."""
+    import re
+
+    cells = [{**sweep_document()["cells"][1], "prompt": f"p{i}", "k": k,
+              "speedup": 1.0 + i / 10} for i in range(12) for k in (1, "auto")]
+    svg = speedup_chart_svg(cells)
+    height = int(re.search(r'<svg [^>]*height="(\d+)"', svg).group(1))
+    last = max(float(y) for y in re.findall(r'<text x="566" y="([\d.]+)"', svg))
+    assert len(re.findall(r'<text x="566"', svg)) == 24
+    assert height > 420 and last < height
+    assert 'height="420"' in speedup_chart_svg(sweep_document()["cells"])
+
+
 @run_async
 async def test_the_sweep_view_charts_auto_beside_the_fixed_k(tmp_path):
     doc = sweep_document()
