@@ -490,17 +490,18 @@ class AdaptiveLength:
             if not k:
                 # One plain step between drafting rounds is not timed (only one between
                 # two others is) and judges no draft: from k = 1 the turn down is
-                # skipped. Replayed on smollm2, where k = 1 is often the best: +0.5..+1 %.
-                k, explored = best, False
-                self.explored_at, self.explorations = self.rounds, self.explorations + 1
+                # skipped (and counted). Replayed on smollm2, where k = 1 is often the
+                # best: +0.5..+1 %.
+                k = best
         elif self.hope_spent < HOPE_BUDGET and (best or not self.guessed) and (
                 not best or predicted[best][0] - 1.0 >= HOPE_KEPT):
             k = max(best, self.hope())
             explored = hoped = k > best
             if hoped:
                 self.hoping.append(predicted[best][1] / predicted[best][0])
-        if explored:
+        if explored:  # an exploring turn taken, or a hopeful round
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
+            explored = k != best
         tokens, cost = predicted[k]
         held = unbounded if unbounded > max(best, k) else None
         return LengthChoice(k, tokens, cost, explored, hoped, held)

@@ -80,10 +80,11 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
     labels[even_row] = "1.00"
 
     lines = []
+    level_owners = {name: colour_index(series, levels, name) for name in levels}
     level_rows: dict[int, int] = {}  # row -> the level drawn along it
     for name, speedup in levels.items():
         row = dot(axes.xs[0], speedup)[1] // 4
-        owner = level_rows.setdefault(row, colour_index(series, levels, name))
+        owner = level_rows.setdefault(row, level_owners[name])
         free = [col for col in range(width) if owners[row][col] is None]
         for col in free:
             owners[row][col] = owner
@@ -114,7 +115,7 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
     legend_owners: list[int | None] = list(range(len(series)))
     for name, speedup in levels.items():
         legend.append(f"a{AUTO_LEVEL} {visible(name)} auto: {speedup:.2f}x plain")
-        legend_owners.append(colour_index(series, levels, name))
+        legend_owners.append(level_owners[name])
     legend.append(f"{BREAK_EVEN * 2} break-even (1.00x plain): above it speculation wins")
     legend_owners.append(None)
     return TextChart(lines, owners, legend, legend_owners)
