@@ -16,6 +16,7 @@ import sys
 from specdeck.engines.calibration import REPS, TABLE_ACCEPTANCES, WARMUP, Calibration
 from specdeck.engines.config import MAX_DRAFT_TOKENS
 from specdeck.engines.formatting import duration, percent, times
+from specdeck.progress_line import ProgressLine
 from specdeck.visible import visible
 
 #: The k values the table and the chart show (every k is measured; these read well).
@@ -190,13 +191,15 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
             say(f"no MTP step: {exc}")
     prompt = encode_prompt(loaded.tokenizer, get_prompt("code").text, chat=False)
 
+    line = ProgressLine()
+
     def progress(p: CalibrationProgress) -> None:
-        print(f"\rspecdeck calibrate: {p.done}/{p.total} passes timed ({p.label})\033[K",
-              end="", file=sys.stderr, flush=True)
+        line.show(f"specdeck calibrate: {p.done}/{p.total} passes timed ({p.label})",
+                  last=p.done == p.total)
 
     cal = measure_calibration(loaded, prompt, draft_model, mtp, reps=args.reps,
                               warmup=args.warmup, progress=progress)
-    print(file=sys.stderr)
+    line.end()
     if cal.proposers:
         say("timing the decoding loop (a few short runs)")
         cal = measure_loop(cal, loaded, prompt, draft_model, mtp)

@@ -115,6 +115,7 @@ def rank_drafts(target: str, models: list[ModelInfo], as_json: bool) -> int:
     from specdeck.engines.errors import UserError
     from specdeck.engines.loading import ModelStore
     from specdeck.prompts import get_prompt
+    from specdeck.progress_line import ProgressLine
     from specdeck.session_store import why_not
     from specdeck.visible import visible
 
@@ -131,13 +132,15 @@ def rank_drafts(target: str, models: list[ModelInfo], as_json: bool) -> int:
     fit_blas_threads_to(loaded)
     prompts = [encode_prompt(loaded.tokenizer, get_prompt(key).text) for key in PROBE_PROMPTS]
 
+    line = ProgressLine()
+
     def progress(p: ProbeProgress) -> None:
-        print(f"\rspecdeck models: probing {p.done}/{p.total} ({visible(p.label, 60)})\033[K",
-              end="", file=sys.stderr, flush=True)
+        line.show(f"specdeck models: probing {p.done}/{p.total} ({visible(p.label, 60)})",
+                  last=p.done == p.total)
 
     ranking = probe_drafts(loaded, candidates, prompts, progress=progress,
-                           on_skip=lambda line: print(file=sys.stderr) or say(line))
-    print(file=sys.stderr)
+                           on_skip=lambda skipped: line.end() or say(skipped))
+    line.end()
     try:
         say(f"cached in {save_ranking(ranking, path)}")
     except OSError as exc:

@@ -16,6 +16,7 @@ from specdeck.engines.config import Sampling, field_default
 from specdeck.engines.errors import SettingsError
 from specdeck.engines.formatting import plural
 from specdeck.engines.requests import SweepRequest
+from specdeck.progress_line import ProgressLine
 from specdeck.visible import visible
 
 DEFAULT_PROMPTS = ("code", "prose")
@@ -212,12 +213,14 @@ def run(args: argparse.Namespace) -> int:
     from specdeck.engines.requests import launched
     from specdeck.engines.sweep import SweepProgress, run_sweep
 
+    line = ProgressLine()
+
     def progress(p: SweepProgress) -> None:
         eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
-        print(f"\rspecdeck sweep: {p.done}/{p.total} runs ({visible(p.label, 80)}){eta}\033[K",
-              end="", file=sys.stderr, flush=True)
+        line.show(f"specdeck sweep: {p.done}/{p.total} runs ({visible(p.label, 80)}){eta}",
+                  last=p.done == p.total)
 
-    finish = lambda *ran: _finish(args, *ran)  # noqa: E731
+    finish = lambda *ran: line.end() or _finish(args, *ran)  # noqa: E731
     if launched():  # one rank of a group mlx.launch started: every rank builds the request
         from specdeck import group_command
 
@@ -230,9 +233,10 @@ def run(args: argparse.Namespace) -> int:
             return group_launch.relaunch(request.group, args.argv, args.python)
         return group_command.sweep(args, lambda: request, finish, progress)
     with SweepInterrupts() as interrupts:
-        cells, complete = run_sweep(request, progress=progress, on_message=say)
+        cells, complete = run_sweep(request, progress=progress,
+                                    on_message=lambda message: line.end() or say(message))
         interrupts.measuring = False
-        return _finish(args, request, cells, complete, None, say)
+        return finish(request, cells, complete, None, say)
 
 
 def sweep_request(args: argparse.Namespace) -> SweepRequest:
@@ -268,7 +272,6 @@ def _finish(args: argparse.Namespace, request: SweepRequest, cells: list, comple
     from specdeck.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED
     from specdeck.session import sweep_document
 
-    print(file=sys.stderr)
     if not complete:
         message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
     document = sweep_document(request, cells, recommendations(cells), complete,

@@ -53,6 +53,7 @@ def test_the_trained_draft_ranks_first(draft_folder: Path, capsys, ticking) -> N
     assert main(["models", str(draft_folder), "--no-cache", "--rank-drafts", target, "--json"]) == 0
     out, err = capsys.readouterr()
     assert "probing" in err and "cached in" in err
+    assert "\r" not in err and "\033" not in err  # a log, not a terminal: plain lines
     ranking = DraftRanking.from_dict(orjson.loads(out))
     assert [d.name for d in ranking.drafts] == ["trained-draft", "random-draft"]
     trained, random = ranking.drafts

@@ -121,7 +121,11 @@ def test_sweep_on_tiny_models_writes_json_and_chart(tiny_family, tmp_path, capsy
     assert svg.tag.endswith("svg")
     text = out.with_suffix(".svg").read_text()
     assert "break-even" in text and "draft" in text and "ngram n=3" in text
-    assert "specdeck sweep" in capsys.readouterr().out
+    out, err = capsys.readouterr()
+    assert "specdeck sweep" in out
+    # Progress in a log (stderr is not a terminal here): plain lines, the last one whole.
+    assert "\r" not in err and "\033" not in err
+    assert "specdeck sweep: 7/7 runs" in err.splitlines()[-2]
 
 
 def test_a_sweep_loads_its_models_in_the_dtype_named_before_it(
