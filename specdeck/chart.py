@@ -12,8 +12,17 @@ import math
 from dataclasses import dataclass
 from html import escape
 
+from specdeck.visible import MESSAGE_CHARS, visible
+
 WIDTH, HEIGHT = 720, 420
 LEFT, RIGHT, TOP, BOTTOM = 64, 200, 40, 56
+#: A legend entry's characters at most (a longer one is cut in the middle with "…",
+#: keeping its last ``LEGEND_TAIL``, and is whole in its tooltip); the picture grows
+#: right to hold entries up to this long, at about ``CHAR_WIDTH`` pixels a character of
+#: 12-pixel sans-serif.
+LEGEND_CHARS, LEGEND_TAIL, CHAR_WIDTH = 48, 28, 7.0
+#: Where a legend entry's text starts: right of its line sample.
+LEGEND_X = WIDTH - RIGHT + 46
 #: Colour-blind-safe palette (Okabe-Ito), plus a dash pattern per series.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
 DASHES = ["", "6 3", "2 3", "8 3 2 3"]
@@ -100,6 +109,9 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     # The plot keeps its size; the picture grows down to hold a long legend.
     height = max(HEIGHT, TOP + 18 * (len(series) + len(levels)) + 16)
+    longest = max((min(len(name) + 12 * (name in levels), LEGEND_CHARS)
+                   for name in [*series, *levels]), default=0)
+    width = max(WIDTH, math.ceil(LEGEND_X + CHAR_WIDTH * longest + 8))
 
     def px(x: float) -> float:
         return LEFT + axes.x_share(x) * plot_w
@@ -108,9 +120,9 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
         return TOP + axes.y_share(y) * plot_h
 
     out = [
-        f'<svg xmlns="http://www.w3.org/2000/svg" width="{WIDTH}" height="{height}" '
-        f'viewBox="0 0 {WIDTH} {height}" font-family="sans-serif" font-size="12">',
-        f'<rect width="{WIDTH}" height="{height}" fill="white"/>',
+        f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+        f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
+        f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{LEFT}" y="24" font-size="15" font-weight="bold">{escape(title)}</text>',
         f'<line x1="{LEFT}" y1="{TOP + plot_h}" x2="{LEFT + plot_w}" y2="{TOP + plot_h}" stroke="#444"/>',
         f'<line x1="{LEFT}" y1="{TOP}" x2="{LEFT}" y2="{TOP + plot_h}" stroke="#444"/>',
@@ -147,7 +159,7 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
             f'<line x1="{WIDTH - RIGHT + 16}" y1="{ly}" x2="{WIDTH - RIGHT + 40}" y2="{ly}" '
             f'stroke="{colour}" stroke-width="2"{dash_attr}/>'
         )
-        out.append(f'<text x="{WIDTH - RIGHT + 46}" y="{ly + 4}">{escape(name)}</text>')
+        out.append(legend_text(name, ly))
     for j, (name, speedup) in enumerate(levels.items()):
         colour = COLOURS[colour_index(series, levels, name) % len(COLOURS)]
         y = py(speedup)
@@ -159,7 +171,24 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
             f'<line x1="{WIDTH - RIGHT + 16}" y1="{ly}" x2="{WIDTH - RIGHT + 40}" y2="{ly}" '
             f'stroke="{colour}" stroke-width="2" stroke-dasharray="1 4"/>'
         )
-        out.append(f'<text x="{WIDTH - RIGHT + 46}" y="{ly + 4}">'
-                   f'{escape(name)} auto {speedup:.2f}x</text>')
+        out.append(legend_text(name, ly, f" auto {speedup:.2f}x"))
     out.append("</svg>")
     return "\n".join(out)
+
+
+def legend_text(name: str, y: float, figure: str = "") -> str:
+    """A legend entry as SVG text: the series' name begins with its prompt's, which
+    comes from a file (a JSONL "name" may hold control characters, which no XML may, or
+    run to thousands of characters), so it is shown visibly, cut in the middle to
+    ``LEGEND_CHARS`` (the strategy and ``figure``, auto's speedup, at its end stay
+    whole), and whole in a tooltip."""
+    text = visible(name) + figure
+    return (f'<text x="{LEGEND_X}" y="{y + 4}"><title>{escape(_cut(text, MESSAGE_CHARS))}'
+            f'</title>{escape(_cut(text, LEGEND_CHARS))}</text>')
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text`` cut in the middle to ``limit`` characters, its last ``LEGEND_TAIL`` kept."""
+    if len(text) <= limit:
+        return text
+    return text[:limit - LEGEND_TAIL - 1] + "…" + text[-LEGEND_TAIL:]

@@ -213,7 +213,7 @@ def run(args: argparse.Namespace) -> int:
     from specdeck.engines.requests import launched
     from specdeck.engines.sweep import SweepProgress, run_sweep
 
-    line = ProgressLine()
+    line = ProgressLine(every=0.0)  # a line a run in a log: each is seconds or more
 
     def progress(p: SweepProgress) -> None:
         eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"

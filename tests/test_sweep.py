@@ -192,7 +192,8 @@ def test_a_sweep_without_json_is_saved_with_the_sessions(tmp_path, monkeypatch, 
 
 
 def _stderr_until(proc, text: str, timeout: float = 240) -> str:
-    """Read the sweep's stderr (progress lines end in \\r) until ``text`` shows."""
+    """Read the sweep's stderr (a progress line a run, as it is not a terminal) until
+    ``text`` shows."""
     seen, deadline = "", time.monotonic() + timeout
     while text not in seen:
         assert time.monotonic() < deadline and proc.poll() is None, seen

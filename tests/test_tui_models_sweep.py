@@ -340,6 +340,36 @@ def test_the_svg_grows_to_hold_a_long_legend() -> None:
     assert 'height="420"' in speedup_chart_svg(sweep_document()["cells"])
 
 
+def test_the_svg_legend_shows_a_hostile_prompt_name_cut_and_literal() -> None:
+    """A JSONL prompt's "name" is data: control characters (no XML may hold them raw:
+    the whole picture would not open) and thousands of characters (the legend ran off
+    the picture's right edge). The legend shows it visibly, cut to LEGEND_CHARS with the
+    whole name in a tooltip; the picture widens for entries up to that long, no more."""
+    import xml.etree.ElementTree as ET
+
+    from specdeck.chart import LEGEND_CHARS
+
+    name = "\x1b]0;pwned\x07" + "x" * 3000
+    cells = [{**sweep_document()["cells"][1], "prompt": name, "k": k, "speedup": 1.5}
+             for k in (1, 2, "auto")]
+    svg = ET.fromstring(speedup_chart_svg(cells))
+    entries = [t for t in svg.iter("{http://www.w3.org/2000/svg}text")
+               if t.find("{http://www.w3.org/2000/svg}title") is not None]
+    assert len(entries) == 2  # the series and its auto level
+    for entry in entries:
+        shown, whole = "".join(entry.itertext()), entry.find("{http://www.w3.org/2000/svg}title").text
+        label = shown[len(whole):]
+        assert label.startswith("␛]0;pwned␇xxx") and len(label) == LEGEND_CHARS
+        assert "\x1b" not in whole and whole.startswith(label.split("…")[0])
+        assert len(whole) == 1000 and whole.endswith(label.split("…")[1])
+    # Cut in the middle: the strategy and auto's figure are kept whole at the end.
+    assert [label.split("…")[1] for label in ("".join(e.itertext())[len(
+        e.find("{http://www.w3.org/2000/svg}title").text):] for e in entries)] == [
+        "x" * 21 + ": draft", "x" * 10 + ": draft auto 1.50x"]
+    assert 720 < int(svg.get("width")) <= 566 + 7 * LEGEND_CHARS + 8
+    assert 'width="720"' in speedup_chart_svg(sweep_document()["cells"])
+
+
 @run_async
 async def test_the_sweep_view_charts_auto_beside_the_fixed_k(tmp_path):
     doc = sweep_document()
