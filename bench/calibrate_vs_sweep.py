@@ -22,6 +22,7 @@ from specdeck.engines.loading import ModelStore
 from specdeck.engines.pass_timing import measure_calibration, measure_loop
 from specdeck.engines.requests import SweepPrompt, SweepRequest
 from specdeck.engines.sweep import run_sweep, sweep_models
+from specdeck.progress_line import ProgressLine
 from specdeck.prompts import read_prompt
 
 KS = [1, 2, 3, 4, 6, 8, 12, 16]
@@ -44,9 +45,10 @@ def main() -> int:
     ids = encode_prompt(models.target.tokenizer, text)
     before = measure_loop(measure_calibration(models.target, ids, models.draft),
                           models.target, ids, models.draft)
-    cells, _ = run_sweep(request, models=models, progress=lambda p: print(
-        f"\r{p.done}/{p.total} runs", end="", file=sys.stderr, flush=True))
-    print(file=sys.stderr)
+    line = ProgressLine(every=0.0)
+    cells, _ = run_sweep(request, models=models, progress=lambda p: line.show(
+        f"{p.done}/{p.total} runs", last=p.done == p.total))
+    line.end()
     after = measure_loop(measure_calibration(models.target, ids, models.draft),
                          models.target, ids, models.draft)
 

@@ -62,12 +62,13 @@ def sweep_cells(request) -> list[dict]:
     """Run a sweep (an ``engines.requests.SweepRequest``) with its progress on stderr;
     its cells as dicts."""
     from specdeck.engines.sweep import run_sweep
+    from specdeck.progress_line import ProgressLine
 
+    line = ProgressLine(every=0.0)
     cells, complete = run_sweep(
-        request, progress=lambda p: print(f"\r{p.done}/{p.total} {p.label}\033[K",
-                                          end="", file=sys.stderr, flush=True),
-    )
-    print(file=sys.stderr)
+        request, progress=lambda p: line.show(f"{p.done}/{p.total} {p.label}",
+                                              last=p.done == p.total))
+    line.end()
     if not complete:
         raise SystemExit("sweep interrupted")
     return [asdict(c) for c in cells]
