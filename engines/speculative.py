@@ -130,17 +130,18 @@ def run_speculative(
     sampling = settings.sampling
     output = Output(target.tokenizer, settings)
 
-    # Each drafter's choice for its next round, made from the rounds before the last
-    # while the last one's drafts compute (``engines.draft_length``).
-    choices = {name: policy.choose() for name, policy in lengths.items()}
     # At temperature 0 ``auto`` learns from the draft model's guesses over the plain
-    # steps' tokens what drafting rounds there would have kept, for a fraction of a step.
+    # steps' tokens what drafting rounds there would have kept, for a fraction of a step
+    # (told before its first choice: its first tries start from them).
     guessing = lengths.get(proposer.guesser or "") if sampling.greedy else None
     if not isinstance(guessing, LearnsFromGuesses):
         guessing = None
     else:
         guessing.expect_guesses()
         proposer.judge_guesses()
+    # Each drafter's choice for its next round, made from the rounds before the last
+    # while the last one's drafts compute (``engines.draft_length``).
+    choices = {name: policy.choose() for name, policy in lengths.items()}
 
     def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
         drafter = proposer.drafter()

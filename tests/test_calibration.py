@@ -332,6 +332,7 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     from specdeck.engines.events import Trace
     from specdeck.engines.loading import ModelStore
     from specdeck.engines.requests import CompareRequest
+    from specdeck.engines.draft_length import GUESSED_START
     from specdeck.engines.strategies import run_strategy
 
     target, draft = tmp_path / "target", tmp_path / "draft"
@@ -357,7 +358,9 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     plain = Trace("plain", list(run_strategy("plain", models, prompt, settings)))
     auto = Trace("draft", list(run_strategy("draft", models, prompt, settings)))
     assert auto.tokens == plain.tokens
-    assert auto.rounds[0].auto_k  # no plain step timed first
+    # No plain step timed first; at temperature 0 the draft's guesses are expected from
+    # the first choice on, so the first tries start at one draft.
+    assert auto.rounds[0].auto_k == GUESSED_START
     assert any(r.auto_cost is not None for r in auto.rounds)
     best, speed = cheap.best_k("draft", 0.5)
     assert f"it goes by the drafts judged (k={best} (predicted {speed:.2f}x plain)" in \

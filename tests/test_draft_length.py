@@ -16,7 +16,7 @@ from specdeck.engines.config import (
 )
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, START, TRIALS, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -45,10 +45,13 @@ def synthetic(drafted: int, accepted: int, *, draft_step: float, verify: float,
 
 
 def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
-         rounds: int = 64, most_kept: int = MAX_DRAFT_TOKENS) -> list[LengthChoice]:
+         rounds: int = 64, most_kept: int = MAX_DRAFT_TOKENS,
+         bonus: bool = False) -> list[LengthChoice]:
     """Run ``policy`` on rounds that keep every draft (up to ``most_kept`` of them) with
     probability ``accept``, deterministically, and none otherwise; a verify pass of n
-    tokens costs ``pass_cost(n)`` seconds, a plain step one."""
+    tokens costs ``pass_cost(n)`` seconds, a plain step one. With ``bonus``, the
+    draft's guess past a round kept whole is judged, as the loop does at temperature 0
+    (right while fewer than ``most_kept`` were drafted)."""
     choices = []
     for i in range(rounds):
         choice = policy.choose()
@@ -61,6 +64,8 @@ def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
         kept = min(k, most_kept) if (i * accept) % 1 + accept >= 1 else 0
         event = synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1), index=i + 1)
         event.auto_k, event.auto_hoped = k, choice.hoped  # as the loop records them
+        if bonus and kept == k:
+            policy.observe_bonus(k, k < most_kept)
         policy.observe(event)
     return choices
 
@@ -358,16 +363,18 @@ def test_while_drafting_auto_hopes_on_the_positions_past_its_k() -> None:
     policy = AdaptiveLength(8, calibration)
     policy.expect_guesses()
     choices = feed(policy, 0.6, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
-                   rounds=10)
+                   rounds=10, bonus=True)
     hopeful = [c for c in choices if c.hoped]
     assert len(hopeful) >= 3 and all(c.explored and c.k > START for c in hopeful)
     assert policy.hope_spent < 0 and not policy.hoping
 
 
-def test_hope_banks_at_most_one_budget_of_credit() -> None:
+def test_hope_banks_at_most_one_budget_of_credit(monkeypatch) -> None:
     """Every hopeful round keeps all its drafts, far beyond the best k's predicted rate:
     what they gain is given back to the budget only up to one budget's worth, so that
-    a copied stretch cannot fund hoping long after the text has changed."""
+    a copied stretch cannot fund hoping long after the text has changed. (The tries
+    stop at four, at k = 8: left to double on, they reach the most drafts themselves.)"""
+    monkeypatch.setattr(draft_length_module, "TRIALS_MOST", TRIALS)
     calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
     policy = AdaptiveLength(16, calibration)
     policy.expect_guesses()
@@ -733,6 +740,56 @@ def plain_steps(policy: AdaptiveLength, rounds: int, guesses: list[bool] | None,
     return choices
 
 
+def first_tries(policy: AdaptiveLength, kept, rounds: int = 12,
+                guesses: bool = True) -> list[LengthChoice]:
+    """Run ``policy`` as ``engines.speculative`` does: the first choice serves two
+    rounds and each later one is made while the round before it runs; round i (from 1)
+    of k drafts keeps ``kept(i, k)``. With ``guesses`` (a draft model at temperature 0),
+    after a round kept whole the draft's guess past it is judged, right if round i keeps
+    ``k + 1`` of ``k + 1``. A plain step costs 10 ms, a round of k drafts 10 + 2 k ms.
+    The choice each round ran, then the one made after the last."""
+    if guesses:
+        policy.expect_guesses()
+    choices = [policy.choose()]
+    running = [choices[0], choices[0]]
+    for i in range(1, rounds + 1):
+        k = running.pop(0).k
+        event = synthetic(k, kept(i, k) if k else 0, draft_step=0.001 if k else 0.0,
+                          verify=0.010 + 0.001 * k, index=i)
+        event.auto_k = k
+        if guesses and k and event.accepted == k:
+            policy.observe_bonus(k, kept(i, k + 1) == k + 1)
+        policy.observe(event)
+        choices.append(policy.choose())
+        running.append(choices[-1])
+    return [choices[0], *choices]
+
+
+def test_with_the_drafts_guesses_the_first_tries_start_at_one_and_double() -> None:
+    """With the draft model's guesses judged, a try kept whole also judges the position
+    past it: the first tries start at one draft (a try rejected at once costs a round
+    of one, not two) and double after each try kept whole, going on past ``TRIALS``
+    while the last one judged was kept whole, up to ``TRIALS_MOST``."""
+    calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
+    tries = lambda choices: [c.k for c in choices if c.k and c.tokens is None]  # noqa: E731
+    # Copied text: every draft kept. One round late, each try kept whole doubles the
+    # one after next; eight tries, then it drafts deep (hoping up to the most).
+    copied = first_tries(AdaptiveLength(16, calibration), lambda i, k: k, rounds=20)
+    assert GUESSED_START == 1 and TRIALS_MOST == 8
+    assert tries(copied) == [1, 1, 2, 2, 4, 4, 8, 8]
+    assert min(c.k for c in copied[8:]) >= 7 and copied[-1].k == 16
+    # A hard text: nothing kept. Four tries of one draft, then plain steps.
+    hard = first_tries(AdaptiveLength(16, calibration), lambda i, k: 0)
+    assert tries(hard) == [1] * TRIALS and hard[TRIALS].k == 0
+    # A try kept whole, then one rejected: the doubling starts over, the tries end at four.
+    mixed = first_tries(AdaptiveLength(16, calibration), lambda i, k: k if i == 1 else 0)
+    assert tries(mixed) == [1, 1, 2, 1]
+    # Without the guesses (prompt lookup, MTP, temperature > 0) a try of one draft
+    # judges one position: START drafts for TRIALS rounds, kept whole or not.
+    blind = first_tries(AdaptiveLength(16, calibration), lambda i, k: k, guesses=False)
+    assert tries(blind) == [START] * TRIALS
+
+
 def test_guesses_replace_the_rounds_that_tried_drafting_from_plain_steps() -> None:
     """Where nothing pays, without guesses auto tries drafting from its plain steps now
     and then (exploring, hoping); once guesses all wrong are judged it never drafts
@@ -744,7 +801,7 @@ def test_guesses_replace_the_rounds_that_tried_drafting_from_plain_steps() -> No
     guided = AdaptiveLength(8, calibration)
     guided.expect_guesses()
     choices = plain_steps(guided, 200, [False] * 8)
-    assert choices[0].k == START
+    assert choices[0].k == GUESSED_START
     assert all(c.k == 0 and not c.explored for c in choices[8:])
     turned = plain_steps(guided, WINDOW, [True] * 8)
     assert any(c.k > 0 for c in turned)
