@@ -213,6 +213,20 @@ async def test_repeats_show_the_median_run_and_the_spread(tiny_family, tmp_path)
     assert load_session(saved).measured == app.measured
 
 
+def test_the_cost_view_marks_the_row_a_run_ran() -> None:
+    """A fixed k's run ran its deepest row ("this run"); one whose k auto chose round by
+    round ran no one row, so its deepest is marked as that, not as the run, and the
+    longest marks still fit the row's width."""
+    from specdeck.engines.cost_model import CostModel
+    from specdeck.tui.cost_view import position_rows
+
+    model = CostModel((0.9, 0.8, 0.7), 3.0, 0.02, 1.1)
+    assert model.best_k() == 3
+    for chosen, mark in ((False, "◀ best, this run"), (True, "◀ best, deepest drafted")):
+        rows = str(position_rows(model, 70, chosen)).splitlines()
+        assert rows[3].endswith(mark) and all(len(row) <= 70 for row in rows)
+
+
 @run_async
 async def test_the_cost_view_prices_each_draft_position():
     app = replay_app()

@@ -845,9 +845,10 @@ class SpecdeckApp(LiteralNotify, App[None]):
         stats = pane.stats
         plain = self._panes.get("plain")
         baseline = plain.stats.tokens_per_s if plain is not None and plain is not pane else None
+        chosen = any(r.auto_k is not None for r in pane.rounds[:pane.rounds_shown])
         self.push_screen(CostScreen(
             f"{pane.strategy} {pane.detail}".strip(), cost_model(stats, plain_step_seconds(baseline)),
-            speedup(stats.tokens_per_s, baseline), pane.rounds_shown))
+            speedup(stats.tokens_per_s, baseline), pane.rounds_shown, chosen))
 
     def action_glossary(self) -> None:
         self.push_screen(GlossaryScreen())

@@ -29,8 +29,8 @@ from specdeck.tui.speedup_chart import SpeedupChart
 #: Eighths of a cell, for bars with a smooth end.
 _EIGHTHS = " ▏▎▍▌▋▊▉"
 #: Columns around the bar: k (4), the survival and the three figures of the row (31),
-#: and the marks ("  ◀ best, this run": 18).
-_AROUND = 53
+#: and the marks ("  ◀ best, deepest drafted": 25).
+_AROUND = 60
 
 
 def summary(model: CostModel, measured: float | None) -> str:
@@ -87,9 +87,11 @@ def bar(share: float, width: int, line_at: int) -> Text:
     return text
 
 
-def position_rows(model: CostModel, width: int) -> Text:
+def position_rows(model: CostModel, width: int, chosen: bool = False) -> Text:
     """A row per draft position: k, the survival bar across the cost line, the survival,
-    and the tokens per pass, cost and predicted speedup had the run stopped at that k."""
+    and the tokens per pass, cost and predicted speedup had the run stopped at that k.
+    The deepest row is the run's k, or (``chosen``: ``auto`` chose each round's k, so no
+    one row is the run) the deepest it drafted."""
     bar_width = max(10, min(40, width - _AROUND))
     line_at = min(bar_width - 1, round(model.cost_line() * bar_width))
     best = model.best_k()
@@ -100,7 +102,8 @@ def position_rows(model: CostModel, width: int) -> Text:
         row.append_text(bar(model.survival[k - 1], bar_width, line_at))
         row.append(f" {percent(model.survival[k - 1]):>4}  {model.expected_tokens(k):>8.2f} "
                    f"{model.round_cost(k):>6.2f} {times(model.predicted(k)):>8}")
-        marks = [m for m, on in (("best", k == best), ("this run", k == model.k)) if on]
+        ran = "deepest drafted" if chosen else "this run"
+        marks = [m for m, on in (("best", k == best), (ran, k == model.k)) if on]
         if marks:
             row.append("  ◀ " + ", ".join(marks), "bold")
         out.append_text(row)
@@ -123,15 +126,15 @@ class PositionTable(Widget):
 
     DEFAULT_CSS = "PositionTable { height: auto; }"
 
-    def __init__(self, model: CostModel, **kwargs) -> None:
+    def __init__(self, model: CostModel, chosen: bool = False, **kwargs) -> None:
         super().__init__(**kwargs)
-        self.model = model
+        self.model, self.chosen = model, chosen
 
     def get_content_height(self, container, viewport, width: int) -> int:
         return self.model.k + 1
 
     def render(self) -> Text:
-        return position_rows(self.model, self.size.width)
+        return position_rows(self.model, self.size.width, self.chosen)
 
 
 class CostScreen(ModalScreen[None]):
@@ -140,12 +143,14 @@ class CostScreen(ModalScreen[None]):
     BINDINGS = [Binding("escape,q,k", "dismiss", "Close", id="cost.close")]
 
     def __init__(self, title: str, model: CostModel | None, measured: float | None,
-                 rounds: int) -> None:
+                 rounds: int, chosen: bool = False) -> None:
         super().__init__(id="cost")
         self.heading = title
         self.model = model
         self.measured = measured
         self.rounds = rounds
+        #: Whether ``auto`` chose the rounds' k (``position_rows``).
+        self.chosen = chosen
 
     def compose(self) -> ComposeResult:
         model = self.model
@@ -161,7 +166,7 @@ class CostScreen(ModalScreen[None]):
             yield Static("Per draft position: survival and the cost line",
                          classes="cost-heading")
             yield Static(position_words(model), classes="cost-words")
-            yield PositionTable(model, id="cost-positions")
+            yield PositionTable(model, self.chosen, id="cost-positions")
             yield Static("Speedup against k, from this run's survival and costs",
                          classes="cost-heading")
             yield SpeedupChart(speedup_series(model), plot_height=8, id="cost-chart")
