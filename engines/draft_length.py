@@ -80,7 +80,7 @@ START, TRIALS = 2, 4
 #: last judged was kept whole: where the first draft is rejected a try costs a round of
 #: one draft, not two, for the same positions judged, and copied text is seen keeping
 #: deep drafts before the first choice. Replayed against four tries of two drafts
-#: (``bench/auto_replay.py``, 20 seeds, 18 prompts of which 8 written after the rule):
+#: (``bench/auto_replay.py``, 20 seeds, 18 prompts, 8 of them held out from the choice):
 #: +0.1..+1.8 % on average at 128 and 256 tokens on both families, at this CPU's costs
 #: and at a Mac's; see the README's "Slow start". (Without the guesses a try of one
 #: draft judges one position: after a hard start auto sat at plain steps where only a
