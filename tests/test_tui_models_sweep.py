@@ -313,6 +313,21 @@ def test_auto_is_a_level_across_the_text_chart_in_its_series_colour():
     assert top[6] == "●" and top[6 + drawn.index(False)] == "a"
 
 
+def test_an_auto_level_at_break_even_leaves_the_break_even_line_visible():
+    """auto at 1.00x draws along break-even's row: every other free cell shows the
+    break-even dash (dim, owned by no series), the rest the level in its colour."""
+    series = {"code: draft": [(1, 1.5), (2, 1.25), (4, 0.5)]}
+    chart = plot_speedups(series, width=40, height=12, levels={"code: draft": 1.0})
+    even = row_of(chart.lines, "1.00")
+    row, cells = chart.lines.index(even), even[6:]
+    assert cells[0] == "a" and cells.count(AUTO_LEVEL) >= 15 and cells.count(BREAK_EVEN) >= 15
+    for col, ch in enumerate(cells):
+        if ch == BREAK_EVEN:
+            assert chart.owners[row][col] is None
+        elif ch == AUTO_LEVEL:
+            assert chart.owners[row][col] == 0
+
+
 def test_the_svg_chart_draws_auto_as_a_dotted_level() -> None:
     doc = sweep_document()
     doc["cells"].append({**doc["cells"][1], "k": "auto", "label": "draft k=auto",

@@ -86,10 +86,12 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
         row = dot(axes.xs[0], speedup)[1] // 4
         owner = level_rows.setdefault(row, level_owners[name])
         free = [col for col in range(width) if owners[row][col] is None]
-        for col in free:
-            owners[row][col] = owner
         if free:  # marked at its leftmost cell no series drew
             glyphs[(row, free[0])] = "a"
+        if row == even_row:  # break-even shows through every other cell
+            free = [col for col in free if col % 2 == 0 or (row, col) in glyphs]
+        for col in free:
+            owners[row][col] = owner
     for row in range(height):
         cells = []
         for col in range(width):
@@ -97,7 +99,7 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
                 cells.append(glyphs[(row, col)])
             elif bits[row][col]:
                 cells.append(chr(0x2800 + bits[row][col]))
-            elif row in level_rows:
+            elif row in level_rows and owners[row][col] is not None:
                 cells.append(AUTO_LEVEL)
             else:
                 cells.append(BREAK_EVEN if row == even_row else " ")
