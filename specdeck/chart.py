@@ -109,8 +109,12 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
     plot_w, plot_h = WIDTH - LEFT - RIGHT, HEIGHT - TOP - BOTTOM
     # The plot keeps its size; the picture grows down to hold a long legend.
     height = max(HEIGHT, TOP + 18 * (len(series) + len(levels)) + 16)
-    longest = max((min(len(name) + 12 * (name in levels), LEGEND_CHARS)
-                   for name in [*series, *levels]), default=0)
+    # Each legend entry's whole text, once: a series' name begins with its prompt's,
+    # which comes from a file (a JSONL "name" may hold control characters, which no XML
+    # may), so it is shown visibly; auto's figure follows its level's.
+    entries = [visible(name) for name in series] + [
+        f"{visible(name)} auto {speedup:.2f}x" for name, speedup in levels.items()]
+    longest = max((min(len(entry), LEGEND_CHARS) for entry in entries), default=0)
     width = max(WIDTH, math.ceil(LEGEND_X + CHAR_WIDTH * longest + 8))
 
     def px(x: float) -> float:
@@ -159,7 +163,7 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
             f'<line x1="{WIDTH - RIGHT + 16}" y1="{ly}" x2="{WIDTH - RIGHT + 40}" y2="{ly}" '
             f'stroke="{colour}" stroke-width="2"{dash_attr}/>'
         )
-        out.append(legend_text(name, ly))
+        out.append(legend_text(entries[i], ly))
     for j, (name, speedup) in enumerate(levels.items()):
         colour = COLOURS[colour_index(series, levels, name) % len(COLOURS)]
         y = py(speedup)
@@ -171,20 +175,17 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
             f'<line x1="{WIDTH - RIGHT + 16}" y1="{ly}" x2="{WIDTH - RIGHT + 40}" y2="{ly}" '
             f'stroke="{colour}" stroke-width="2" stroke-dasharray="1 4"/>'
         )
-        out.append(legend_text(name, ly, f" auto {speedup:.2f}x"))
+        out.append(legend_text(entries[len(series) + j], ly))
     out.append("</svg>")
     return "\n".join(out)
 
 
-def legend_text(name: str, y: float, figure: str = "") -> str:
-    """A legend entry as SVG text: the series' name begins with its prompt's, which
-    comes from a file (a JSONL "name" may hold control characters, which no XML may, or
-    run to thousands of characters), so it is shown visibly, cut in the middle to
-    ``LEGEND_CHARS`` (the strategy and ``figure``, auto's speedup, at its end stay
-    whole), and whole in a tooltip."""
-    text = visible(name) + figure
-    return (f'<text x="{LEGEND_X}" y="{y + 4}"><title>{escape(_cut(text, MESSAGE_CHARS))}'
-            f'</title>{escape(_cut(text, LEGEND_CHARS))}</text>')
+def legend_text(entry: str, y: float) -> str:
+    """A legend entry as SVG text, cut in the middle to ``LEGEND_CHARS`` (a name may run
+    to thousands of characters; the strategy and auto's figure at its end stay whole),
+    and whole in a tooltip."""
+    return (f'<text x="{LEGEND_X}" y="{y + 4}"><title>{escape(_cut(entry, MESSAGE_CHARS))}'
+            f'</title>{escape(_cut(entry, LEGEND_CHARS))}</text>')
 
 
 def _cut(text: str, limit: int) -> str:
