@@ -65,12 +65,20 @@ HELD_OUT = {
 }
 
 
+#: Prompts written after auto's rules were chosen and used only to measure them (by
+#: name, the file's stem; ``bench/auto_replay.py`` replays them by default).
+HELD_OUT_FILES = Path(__file__).resolve().parent / "held_out"
+
+
 def prompt_text(name: str) -> str:
-    """One of the held-out prompts above, a file's text, or a built-in prompt."""
+    """One of the held-out prompts above or in ``held_out/``, a file's text, or a
+    built-in prompt."""
     from specdeck.prompts import get_prompt
 
     if name in HELD_OUT:
         return HELD_OUT[name]
+    if (HELD_OUT_FILES / f"{name}.txt").is_file():
+        return (HELD_OUT_FILES / f"{name}.txt").read_text()
     if Path(name).is_file():
         return Path(name).read_text()
     return get_prompt(name).text

@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from auto_k import HELD_OUT, prompt_text  # noqa: E402
+from auto_k import HELD_OUT, HELD_OUT_FILES, prompt_text  # noqa: E402
 
 #: Where recorded acceptance is kept between runs (a prompt's costs a plain run).
 RECORDS = Path(tempfile.gettempdir()) / "specdeck-auto-replay"
@@ -168,7 +168,9 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="demo")
     ap.add_argument("--max-tokens", type=int, default=256)
-    ap.add_argument("--prompts", default="code,prose," + ",".join(HELD_OUT),
+    ap.add_argument("--prompts", default=",".join(
+                        ["code", "prose", *HELD_OUT,
+                         *sorted(path.stem for path in HELD_OUT_FILES.glob("*.txt"))]),
                     help="built-in or held-out prompt names, or text files (comma-separated)")
     ap.add_argument("--ks", default="1,2,3,4,6", help="the fixed k replayed alongside")
     ap.add_argument("--seeds", type=int, default=30, help="replays per prompt and policy")
@@ -200,6 +202,7 @@ def main() -> int:
     fixed = [int(k) for k in args.ks.split(",")]
     print(f"{'prompt':<12} {'right':>5} " + "".join(f"{name:>8}" for name in policies)
           + "".join(f"{'k=' + str(k):>7}" for k in fixed) + "  auto/best")
+    against_best, against_plain = [], []  # auto / the best fixed k (plain included)
     for name in args.prompts.split(","):
         data = record(args.family, name, args.max_tokens)
         most = len(data["passes"]) - 1
@@ -219,11 +222,28 @@ def main() -> int:
                  for label, module in policies.items()}
         ks = {k: mean_speed(lambda k=k: draft_length.FixedLength(k)) for k in fixed}
         right = sum(data["matches"]) / len(data["matches"])
+        best = max(max(ks.values()), 1.0)
+        against_best.append(autos["auto"] / best)
+        if best == 1.0:
+            against_plain.append(autos["auto"])
         print(f"{Path(name).stem[:12]:<12} {right:>5.2f} "
               + "".join(f"{v:>7.3f}x" for v in autos.values())
               + "".join(f"{v:>6.3f}x" for v in ks.values())
-              + f"  {autos['auto'] / max(max(ks.values()), 1.0):.3f}")
+              + f"  {against_best[-1]:.3f}")
+    print(summary_line(against_best, against_plain))
     return 0
+
+
+def summary_line(against_best: list[float], against_plain: list[float]) -> str:
+    """auto / the best fixed k over the prompts (mean, lowest, how many within 5 %), and
+    auto / plain on the prompts where no fixed k beat plain."""
+    line = (f"auto/best: mean {statistics.mean(against_best):.3f}, lowest "
+            f"{min(against_best):.3f}, within 5 % on "
+            f"{sum(r >= 0.95 for r in against_best)} of {len(against_best)}")
+    if against_plain:
+        line += (f"; where every k loses ({len(against_plain)}): auto "
+                 f"{min(against_plain):.3f}-{max(against_plain):.3f}x plain")
+    return line
 
 
 if __name__ == "__main__":

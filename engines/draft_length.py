@@ -82,7 +82,7 @@ START, TRIALS = 2, 4
 #: deep drafts before the first choice. Replayed against four tries of two drafts
 #: (``bench/auto_replay.py``, 20 seeds, 18 prompts, 8 of them held out from the choice):
 #: +0.1..+1.8 % on average at 128 and 256 tokens on both families, at this CPU's costs
-#: and at a Mac's; see the README's "Slow start". (Without the guesses a try of one
+#: and at a Mac's; see "Slow start" in docs/auto-k.md. (Without the guesses a try of one
 #: draft judges one position: after a hard start auto sat at plain steps where only a
 #: long k pays.)
 GUESSED_START, TRIALS_MOST = 1, 8
