@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import sys
 import threading
@@ -192,10 +193,40 @@ class DefaultsShown(argparse.HelpFormatter):
 
 
 class Parser(argparse.ArgumentParser):
-    """specdeck's parsers (the subcommands' too): defaults shown in ``--help``."""
+    """specdeck's parsers (the subcommands' too): defaults shown in ``--help``, and a
+    command's option given before any command named as that command's."""
 
     def __init__(self, *args, formatter_class: type = DefaultsShown, **kwargs) -> None:
         super().__init__(*args, formatter_class=formatter_class, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._words = list(sys.argv[1:] if args is None else args)  # for _check_value
+        return super().parse_known_args(args, namespace)
+
+    def _check_value(self, action: argparse.Action, value: str) -> None:
+        # argparse checks a command's name here: `specdeck --prompt x.txt` takes x.txt
+        # for one, and "invalid choice: 'x.txt'" reads as if the file were wrong.
+        if isinstance(action, argparse._SubParsersAction) and value not in action.choices:
+            hint = self._misplaced_option(value, action.choices)
+            if hint is not None:
+                self.error(visible(hint, MESSAGE_CHARS))
+        super()._check_value(action, value)
+
+    def _misplaced_option(self, rejected: str,
+                          commands: dict[str, argparse.ArgumentParser]) -> str | None:
+        """Which commands have the option whose value ``rejected`` is, and how to write
+        it; None when it follows no such option (it is then just no command's name)."""
+        words = self._words
+        option = next((option for option, word in zip(words, words[1:])
+                       if word == rejected and option.startswith("-")
+                       and option not in self._option_string_actions), None)
+        owners = [name for name, parser in commands.items()
+                  if getattr(parser._option_string_actions.get(option), "nargs", 0) != 0]
+        if not owners:
+            return None
+        others = f" (or {', '.join(owners[1:])})" if owners[1:] else ""
+        return (f"{option} is an option of a command: "
+                f"{shlex.join([self.prog, owners[0], option, rejected])}{others}")
 
 
 def _version() -> str:

@@ -205,6 +205,24 @@ def test_the_models_named_before_a_command_are_the_ones_it_runs(command: str) ->
     assert parser.parse_args([command]).dtype == "fast"
 
 
+@pytest.mark.parametrize("words, says", [
+    (["--family", "demo", "--prompt", "/tmp/x.txt"], "--prompt is an option of a command: "
+     "specdeck compare --prompt /tmp/x.txt (or sweep)"),
+    (["--target", "my model", "compare"], "--target is an option of a command: "
+     "specdeck compare --target 'my model' (or sweep, calibrate)"),
+    (["--family", "demo", "demo"], "argument command: invalid choice: 'demo'"),
+    (["--headless", "x.txt"], "argument command: invalid choice: 'x.txt'"),
+])
+def test_a_commands_option_before_any_command_names_its_commands(words, says, capsys) -> None:
+    """``specdeck --prompt x.txt`` said "invalid choice: 'x.txt'", which reads as if the
+    file were wrong; a word that follows no command's option (or a flag) is still just
+    no command's name."""
+    with pytest.raises(SystemExit) as exit:
+        main(words)
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.splitlines()[-1].startswith(f"specdeck: error: {says}")
+
+
 def test_version_and_the_top_help_say_what_bare_specdeck_does() -> None:
     version = run("--version")
     assert version.returncode == 0 and version.stdout.startswith("specdeck ")
