@@ -286,6 +286,15 @@ def test_the_text_chart_puts_each_point_at_its_speedup_and_marks_break_even():
                             "┄┄ break-even (1.00x plain): above it speculation wins"]
 
 
+def test_the_y_labels_are_evenly_spaced_on_a_short_plot():
+    """Eight rows for 0.5-2.5x cannot give every 0.25 a row of its own: the labels step
+    by 0.5 instead (they read 2.25, then 1.75, with 2.00 dropped)."""
+    chart = plot_speedups({"chain": [(1, 1.2), (2, 2.5), (4, 0.5)]}, width=40, height=8)
+    labels = [float(line.split("┤")[0]) for line in chart.lines[:8] if "┤" in line]
+    steps = {round(a - b, 2) for a, b in zip(labels, labels[1:])}
+    assert len(steps) == 1 and 1.0 in labels and labels[0] >= 2.0
+
+
 def test_auto_is_a_level_across_the_text_chart_in_its_series_colour():
     """``auto`` has no k: its speedup is a dotted row across the plot, marked ``a`` at
     its leftmost free cell, in its series' colour (a level whose series has no fixed k

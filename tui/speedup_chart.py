@@ -11,6 +11,8 @@ plot, in its series' colour, marked ``a`` at its leftmost cell no series drew.
 
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -42,11 +44,23 @@ class TextChart:
     legend_owners: list[int | None]
 
 
+def y_ticks(low: float, high: float, row_of) -> list[float]:
+    """The y labels: every multiple of the finest step of 0.25, 0.5, 1, 2, 5, ... that
+    gives each its own row (``row_of``), so that the labels are evenly spaced (with
+    0.25 on too few rows, two shared a row and one was dropped: 2.25, then 1.75)."""
+    for step in (0.25, 0.5, 1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0):
+        values = [m * step for m in range(math.ceil(low / step - 1e-9),
+                                          math.floor(high / step + 1e-9) + 1)]
+        if len({row_of(value) for value in values}) == len(values):
+            break
+    return values
+
+
 def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
                   height: int = 14, levels: dict[str, float] | None = None) -> TextChart:
     """Draw ``series`` (name -> (drafts, speedup) points) in a ``width`` x ``height`` plot
-    area, with ``levels`` (name -> auto's speedup) across it, plus y labels at every
-    0.25 step that gets a row of its own and x labels."""
+    area, with ``levels`` (name -> auto's speedup) across it, plus y labels (``y_ticks``)
+    and x labels."""
     levels = levels or {}
     axes = Axes.of(series, levels)
     dot_w, dot_h = width * 2, height * 4
@@ -71,12 +85,8 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
             owners[r // 4][c // 2] = i
 
     even_row = dot(axes.xs[0], 1.0)[1] // 4
-    labels: dict[int, str] = {}
-    ticks = int(round((axes.y_hi - axes.y_lo) / 0.25))
-    for t in range(ticks + 1):
-        value = axes.y_hi - t * 0.25
-        row = dot(axes.xs[0], value)[1] // 4
-        labels.setdefault(row, f"{value:.2f}")
+    labels = {dot(axes.xs[0], value)[1] // 4: f"{value:.2f}" for value in y_ticks(
+        axes.y_lo, axes.y_hi, lambda value: dot(axes.xs[0], value)[1] // 4)}
     labels[even_row] = "1.00"
 
     lines = []
