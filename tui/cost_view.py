@@ -36,11 +36,12 @@ _AROUND = 60
 def summary(model: CostModel, measured: float | None) -> str:
     """The run's round in words: what it drafts and verifies, what that costs and buys,
     the prediction next to the measured and the textbook's speedup, and why they part."""
-    drafts = f"{model.k} tokens" if abs(model.drafts - model.k) < 0.05 else (
-        f"up to {model.k} tokens ({model.drafts:.3g} on average)")
+    drafts = tokens_words(model.k) if abs(model.drafts - model.k) < 0.05 else (
+        f"up to {tokens_words(model.k)} ({model.drafts:.3g} on average)")
     gap = model.gap_words()
     lines = [
-        f"A round drafts {drafts} at {model.draft_step:.2f} plain steps each, then "
+        f"{'A drafting' if model.idle_share else 'A'} round drafts {drafts} at "
+        f"{model.draft_step:.2f} plain steps each, then "
         f"verifies them and one more in one target pass of {model.verify_pass:.2f} plain "
         f"steps: {model.round_cost():.2f} plain steps buy {model.expected_tokens():.2f} "
         "tokens.",
@@ -51,12 +52,23 @@ def summary(model: CostModel, measured: float | None) -> str:
     ]
     if model.idle_share:
         lines.append(f"{percent(model.idle_share)} of rounds drafted nothing (one token for "
-                     f"{model.idle_pass:.2f} plain steps each): counted in every figure.")
+                     f"{model.idle_pass:.2f} plain steps each): each speedup here counts them "
+                     f"in; the drafting rounds alone run {times(drafting_speed(model))} plain.")
     return "\n".join(lines)
 
 
-def position_words(model: CostModel) -> str:
-    """What the cost line is and where it crosses."""
+def tokens_words(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
+def drafting_speed(model: CostModel, k: int | None = None) -> float:
+    """The speedup of the drafting rounds alone, the rounds that drafted nothing left out."""
+    return model.expected_tokens(k) / model.round_cost(k)
+
+
+def position_words(model: CostModel, chosen: bool = False) -> str:
+    """What the cost line is and where it crosses; with ``chosen`` (``auto`` chose each
+    round's k) how to see deeper is a fixed k, not ``]``."""
     best = model.best_k()
     text = (
         f"Each draft position costs {model.position_cost:.2f} plain steps (a draft step "
@@ -65,11 +77,15 @@ def position_words(model: CostModel) -> str:
         f"({times(model.predicted(best))}) that time makes {model.cost_line():.2f} tokens: a "
         f"position pays while its survival stays right of │. Best k here: {best}"
     )
+    deeper = ("set a fixed k in the settings (s)" if chosen else "raise k with ]")
     if best == model.k and model.k > 1:
-        text += (" (the last position measured: a larger k may be better still; raise k "
-                 "with ] to see)")
+        text += (f" (the last position measured: a larger k may be better still; {deeper} "
+                 "to see)")
     elif model.k == 1:
-        text += " (only one position was measured: raise k with ] to see past it)"
+        text += f" (only one position was measured: {deeper} to see past it)"
+    if drafting_speed(model, best) < 1.0:
+        text += (f". Even so its rounds run {times(drafting_speed(model, best))} plain: no k "
+                 "pays here, plain steps (k = 0) are faster")
     return text + "."
 
 
@@ -165,7 +181,7 @@ class CostScreen(ModalScreen[None]):
             yield Static(summary(model, self.measured), id="cost-summary")
             yield Static("Per draft position: survival and the cost line",
                          classes="cost-heading")
-            yield Static(position_words(model), classes="cost-words")
+            yield Static(position_words(model, self.chosen), classes="cost-words")
             yield PositionTable(model, self.chosen, id="cost-positions")
             yield Static("Speedup against k, from this run's survival and costs",
                          classes="cost-heading")
