@@ -25,7 +25,11 @@ each is judged as a drafting round there would have judged it (``observe_guesses
 for a fraction of a plain step. After a round that kept all its k drafts, its guess at
 the target's token after them (one more row of the output layer in its next first
 step) judges position k + 1 as a round of one more draft would have
-(``observe_bonus``).
+(``observe_bonus``). With those guesses it also keeps which output tokens the draft
+guessed right (``engines.right_guesses``): once the counts say drafting pays, it picks
+among the drafting k by each k's rounds replayed over the latest of them, which see
+where each k's rounds start (a repeating text, one guess wrong a period: k = 4 alternates
+between keeping four and starting on the wrong guess, k = 5 keeps five every round).
 The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
 then prose) and so does what pays. Costs are medians of the last few rounds of each
 kind, which one slow round on a busy machine barely moves; the first round, run cold,
@@ -56,6 +60,7 @@ from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.events import Round
 from specdeck.engines.formatting import times
+from specdeck.engines.right_guesses import RightGuesses
 from specdeck.engines.stats import median
 
 #: Rounds over which the acceptance counts fade (an exponential window).
@@ -278,12 +283,20 @@ class AdaptiveLength:
         self.guess_wait = GUESS_EVERY
         #: The drafts of the next try (``TRIALS``; ``GUESSED_START``).
         self.next_try = START
+        #: With the guesses: which output tokens the draft guessed right, replayed as
+        #: each k's rounds would have run over them for its expected tokens.
+        self.right: RightGuesses | None = None
 
     def observe(self, event: Round) -> None:
         fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
         self.reached = [n * fade for n in self.reached]
         self.kept = [n * fade for n in self.kept]
         drafted = len(event.drafted)
+        if self.right is not None:
+            if drafted:
+                self.right.round(drafted, event.accepted)
+            else:
+                self.right.plain_step()
         if not drafted:
             if event.index:  # the first round runs cold: its time says little
                 self.stretch.append(event.seconds)
@@ -317,6 +330,7 @@ class AdaptiveLength:
         tries start from ``GUESSED_START`` drafts. Told before the first choice."""
         self.guessed = True
         self.next_try = GUESSED_START
+        self.right = RightGuesses()
 
     def guess_after(self) -> int:
         """How many plain steps' tokens the next guesses wait for."""
@@ -336,6 +350,8 @@ class AdaptiveLength:
         outweighed the rest (smollm2's ``stack`` prompt, replayed: auto drew k = 7-15
         from one such stretch and kept 0-1 tokens a round for ten rounds)."""
         self.guess_wait = min(2 * self.guess_wait, GUESS_MOST)
+        if self.right is not None:
+            self.right.guesses(matches)
         deep = 0  # where the next of those rounds starts
         for start in range(len(matches)):
             judged = matches[start:start + (self.most if start == deep else 1)]
@@ -350,6 +366,8 @@ class AdaptiveLength:
         next position is judged without a round run to try it (the upward
         explorations only judged it when every draft before it was kept, too)."""
         self._judge([right], drafts)
+        if self.right is not None:
+            self.right.bonus(right)
 
     def _judge(self, matches: list[bool], depth: int) -> None:
         """Count right drafts (or guesses) in a row from position ``depth`` on, up to
@@ -428,14 +446,16 @@ class AdaptiveLength:
         return CostModel(tuple(self.survival(optimism)), float(self.most), draft_step,
                          costs[self.most], "one-token passes", verify_passes=costs)
 
-    def predictions(self, optimism: float = 0.0) -> list[tuple[float, float]]:
+    def predictions(self, optimism: float = 0.0,
+                    replay: int = 0) -> list[tuple[float, float]]:
         """``(E(k), C(k))`` for k = 0..most, in one-token passes (``survival(optimism)``
         for E). A k the run has drafted
         costs what its rounds took as a whole; any other is priced by the calibration
         (``calibrated``) or, without one, by the model of the verify length measured
         nearest to it, shifted by what that model missed at the nearest k timed (the
         loop's own work each round, which a split into draft steps and a verify pass
-        spreads over the drafts)."""
+        spreads over the drafts). For k up to ``replay``, E(k) is what k's rounds kept
+        replayed over the draft's latest guesses, where they ran enough rounds."""
         if self.prior is not None:
             calibrated = self.calibrated(optimism)
             priced = [(calibrated.expected_tokens(k), calibrated.round_cost(k))
@@ -447,6 +467,10 @@ class AdaptiveLength:
             for k in range(1, self.most + 1):
                 model = models[min(measured, key=lambda n: (abs(n - k), n))]
                 priced.append((model.expected_tokens(k), model.round_cost(k)))
+        if replay and self.right is not None:
+            replayed = self.right.tokens_per_round(min(replay, self.most))
+            priced = [(replayed.get(k, tokens), cost)
+                      for k, (tokens, cost) in enumerate(priced, 1)]
         unit = self.unit()
         timed = {k: mean.value / unit for k, mean in self.totals.items()} if unit else {}
         out = [(1.0, 1.0)]
@@ -496,6 +520,14 @@ class AdaptiveLength:
             return LengthChoice(0)  # time a plain step: the choice may hang on it
         trusted = sum(1 for n in self.reached if n >= BEST_REACHED)  # leading positions
         best = fastest(speed, range(min(len(speed), trusted + 2)))
+        if best and self.right is not None:
+            # Which k, once drafting pays: each k's rounds replayed over the latest
+            # tokens (``engines.right_guesses``). Whether drafting pays stays the counts'
+            # call: they fade by rounds, so after a long stretch of plain steps they
+            # turn within 32 where the replay's window still holds the stretch.
+            predicted = self.predictions(replay=trusted + 1)
+            speed = [tokens / cost for tokens, cost in predicted]
+            best = fastest(speed, range(1, min(len(speed), trusted + 2)))
         unbounded = fastest(speed, range(len(speed)))
         k, explored, hoped = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE), False

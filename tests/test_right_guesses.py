@@ -1,0 +1,132 @@
+"""The record of the draft's right guesses along the output, and ``auto`` pricing each k
+by replaying its rounds over it (``engines.right_guesses``)."""
+
+from __future__ import annotations
+
+from test_draft_length import made_calibration, synthetic
+
+from specdeck.engines.draft_length import AdaptiveLength
+from specdeck.engines.right_guesses import WINDOW, RightGuesses
+
+#: A text that repeats every six tokens, the draft wrong at one of them.
+PERIODIC = [False, True, True, True, True, True]
+
+
+def recorded(bits: list[bool | None]) -> RightGuesses:
+    """A record of ``bits``, each a round's token (as plain steps judged by guesses)."""
+    record = RightGuesses()
+    for _ in bits:
+        record.plain_step()
+    record.guesses(bits)
+    return record
+
+
+def test_a_fixed_k_replayed_keeps_what_its_rounds_would_have() -> None:
+    """Period six, one wrong guess: rounds of five or six drafts all start just past
+    the wrong guess and keep five (six tokens a round); rounds of four alternate
+    between keeping four and starting on the wrong guess (three tokens a round on
+    average); each position's acceptance pooled over rounds could not tell them apart."""
+    replayed = recorded(PERIODIC * 16).tokens_per_round(8)
+    assert replayed[5] > 5.8 and replayed[6] > 5.8 and replayed[8] > 5.8
+    assert abs(replayed[4] - 3.0) < 0.1
+    # One draft a round: the wrong guess always falls on a round's own token, past it.
+    assert replayed[1] > 1.95
+
+
+def test_rounds_whose_end_is_unknown_are_left_out() -> None:
+    """Two right guesses, then a token nothing judged, over and over: rounds of one or
+    two drafts keep what they asked for whatever comes next; a round of three or more
+    would end on the unknown token, so those k are left to the per-position counts."""
+    replayed = recorded([True, True, None] * 32).tokens_per_round(4)
+    assert set(replayed) == {1, 2} and replayed[2] > 2.5
+
+
+def test_too_few_rounds_replay_no_figure() -> None:
+    """Twelve tokens run too few rounds of three drafts per starting point to go by."""
+    assert 3 not in recorded(PERIODIC * 2).tokens_per_round(3)
+    assert 3 in recorded(PERIODIC * 16).tokens_per_round(3)
+
+
+def test_the_record_follows_rounds_bonus_guesses_and_plain_steps() -> None:
+    record = RightGuesses()
+    record.round(3, 1)  # kept one, the second draft wrong
+    assert record.bits == [True, False]
+    record.round(2, 2)  # kept whole: the token past it waits for the draft's guess
+    assert record.bits[-1] is None
+    record.bonus(True)  # judged in the next round, as the loop does
+    assert record.bits == [True, False, True, True, True]
+    record.bonus(False)  # judged before its round is recorded, as a replay does
+    record.round(1, 1)
+    assert record.bits[-2:] == [True, False]
+    record.round(1, 1)  # kept whole, then plain steps: the guesses judge its last token
+    record.plain_step()
+    record.plain_step()
+    record.guesses([False, True, True])
+    assert record.bits[-4:] == [True, False, True, True]
+
+
+def test_the_latest_tokens_are_replayed() -> None:
+    """Rounds of three drafts kept whole, then plain steps judged all wrong: a window's
+    worth later only the plain steps are replayed, and the record holds few more."""
+    record = RightGuesses()
+    for _ in range(40):
+        record.round(3, 3)
+        record.bonus(True)
+    assert record.tokens_per_round(3)[3] > 3.9
+    for _ in range(WINDOW // 32):
+        for _ in range(32):
+            record.plain_step()
+        record.guesses([False] * 32)
+    assert record.tokens_per_round(3) == {1: 1.0, 2: 1.0, 3: 1.0}
+    assert len(record.bits) <= 3 * WINDOW
+
+
+def over_text(policy: AdaptiveLength, text: list[bool], rounds: int) -> list[int]:
+    """Run ``policy`` as ``engines.speculative`` does over a text whose draft guesses are
+    ``text``: each choice made while the round before it runs, the draft's guess past a
+    round kept whole judged, its guesses over plain steps judged when ``guess_after``
+    asks. A plain step costs 10 ms, a round of k drafts 10 + 2 k ms. The tokens each
+    round brought."""
+    policy.expect_guesses()
+    running = [policy.choose(), policy.choose()]
+    p = seen = 0
+    brought = []
+    for i in range(1, rounds + 1):
+        k = running.pop(0).k
+        kept = 0
+        while kept < k and text[p + kept]:
+            kept += 1
+        event = synthetic(k, kept, draft_step=0.001 if k else 0.0,
+                          verify=0.010 + 0.001 * k, index=i)
+        event.auto_k = k
+        if k and kept == k:
+            policy.observe_bonus(k, text[p + k])
+        p += kept + 1
+        brought.append(kept + 1)
+        policy.observe(event)
+        if k:
+            seen = p
+        elif p - seen >= policy.guess_after():
+            policy.observe_guesses(text[seen:p])
+            seen = p
+        running.append(policy.choose())
+    return brought
+
+
+def test_auto_follows_a_repeating_text_into_its_new_phase() -> None:
+    """A text that repeats every five tokens (k = 4 keeps four a round), then every
+    seven: rounds of four drafts now keep four, then start on the wrong guess every
+    other round (3.5 tokens a round), while six drafts keep six (seven tokens). Priced
+    by the acceptance per position pooled over both kinds of round, the first position
+    looks half right and auto stayed near k = 4 (5.4 tokens a round after the change);
+    priced by replaying each k over the latest tokens, it moves into phase."""
+    calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
+    fives, sevens = [False] + [True] * 4, [False] + [True] * 6
+    text = fives * 30 + sevens * 200
+    brought = over_text(AdaptiveLength(16, calibration), text, 150)
+    done, after = 0, []
+    for tokens in brought:
+        if done >= len(fives) * 30 + 40:  # past the change and the window's turn
+            after.append(tokens)
+        done += tokens
+    assert len(after) > 40 and sum(after) / len(after) > 6.3
