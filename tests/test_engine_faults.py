@@ -20,7 +20,8 @@ from specdeck.testing.pilot import run_async, settle, until
 
 
 def status(app) -> str:
-    return str(app.query_one("#status").render())
+    """The status line as shown, its lines joined (they wrap at spaces)."""
+    return str(app.query_one("#status").render()).replace("\n", " ")
 
 
 @run_async

@@ -25,7 +25,7 @@ from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.visible import printable
-from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.pilot import run_async, screen_text, settle
 
 PROMPT = "def add(a, b):\n    return"
 SIZE = (160, 48)
@@ -217,6 +217,29 @@ async def test_pause_step_inspect_and_hide_rejected(tiny_family):
         assert "".join(draft.view.lines()) == hidden.replace("\n", "")
         await pilot.press("x")
         assert draft.view.text() == with_rejected
+
+
+@run_async
+async def test_a_paused_run_that_ends_says_paused_in_its_borders_and_status(tiny_family):
+    clock = GatedClock(open_calls=60)
+    app = SpecdeckApp(make_request(tiny_family), clock=clock, in_process=True)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await clock.wait_blocked()
+        await pilot.press("space")
+        clock.gate.set()
+        await settle(app, pilot)
+        assert app.phase == "measured"
+        # A pane that holds text it does not show says paused in its border, not running.
+        held = [p for p in app.panes if not p.complete]
+        assert held and {p.status for p in held} == {"paused · space: resume"}
+        # A measured run's message, saved path and all, needs more than two lines at 80
+        # columns: it is cut, never the flags, which stay whole on one line.
+        status = str(app.query_one("#status").render())
+        assert "…" in status and "saved" in app.status_text
+        flags = [line for line in screen_text(app).splitlines() if "[race 1x · PAUSED" in line]
+        assert len(flags) == 1 and flags[0].rstrip().endswith("]")
+        await pilot.press("space")
+        assert {p.status for p in app.panes} == {"length"}
 
 
 @run_async

@@ -318,7 +318,7 @@ async def test_keys_scroll_the_focused_pane_and_linked_panes_follow_by_token():
         assert plain.view.following  # not linked: the others stayed where they were
 
         await pilot.press("l")
-        assert app.scroll_linked and "scroll linked" in app.query_one("#status").text
+        assert app.scroll_linked and "scroll linked" in app.query_one("#status").tail
         await pilot.press("home")
         await pilot.pause()
         assert [p.view.scroll_y for p in app.panes] == [0] * 4

@@ -287,6 +287,32 @@ async def test_token_view_jump_scrolls_half_a_view_at_a_time():
         assert rows == ["line 13", "line 14", "line 15", ""]
 
 
+@run_async
+async def test_fixed_text_keeps_its_tail_whole_and_cuts_the_text_at_a_word():
+    from textual.app import App
+
+    from specdeck.tui.fixed_text import FixedText
+
+    class OneLine(App):
+        def compose(self):
+            yield FixedText(max_lines=2)
+
+    app = OneLine()
+    async with app.run_test(size=(30, 5)) as pilot:
+        line = app.query_one(FixedText)
+        line.text, line.tail = "measured · saved runs/a.json", "[race 1x · PAUSED]"
+        await pilot.pause()
+        # Where the tail does not fit after the text, it starts a line: never broken.
+        assert str(line.render()).split("\n") == ["measured · saved runs/a.json",
+                                                  "[race 1x · PAUSED]"]
+        line.text = "measured one after another, each warmed up · saved runs/a.json"
+        await pilot.pause()
+        # Two lines are too few: the text is cut at a word, the tail still shows whole.
+        assert str(line.render()).split("\n") == ["measured one after another,",
+                                                  "each…   [race 1x · PAUSED]"]
+        assert line.size.height == 2
+
+
 def test_the_sparkline_series_stays_short_and_keeps_each_spans_maximum():
     rng = random.Random(7)
     for length in (0, 1, 8, 9, 17, 63, 64, 65, 200):

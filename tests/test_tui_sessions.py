@@ -6,6 +6,7 @@ model and no mlx needed (except the one test that goes back to a live run)."""
 from __future__ import annotations
 
 import io
+import re
 from pathlib import Path
 
 import orjson
@@ -19,7 +20,7 @@ from specdeck.tui.app import LiveSource, ReplaySource, SpecdeckApp
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
-from specdeck.testing.pilot import run_async, settle
+from specdeck.testing.pilot import run_async, screen_text, settle
 from specdeck.testing.traces import demo_traces
 
 SIZE = (160, 48)
@@ -171,6 +172,9 @@ async def test_rename_and_delete_change_the_files(sessions):
         assert [row[1] for row in rows(browser)] == ["new", "partial", "lossless check", "broken"]
         assert "lossless check.json" in preview_text(browser)  # the cursor followed it
 
+        # The footer shows d, the key the README names; delete works too.
+        footer = screen_text(app).splitlines()[-1]
+        assert "d Delete" in footer and "del " not in footer
         await highlight(browser, pilot, "broken")
         await pilot.press("d")
         await pilot.pause()
@@ -178,7 +182,7 @@ async def test_rename_and_delete_change_the_files(sessions):
         await pilot.press("n")  # no: kept
         await pilot.pause()
         assert app.screen is browser and sessions["broken"].exists()
-        await pilot.press("d")
+        await pilot.press("delete")
         await pilot.pause()
         await pilot.press("y")
         await pilot.pause()
@@ -316,3 +320,27 @@ async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, t
         assert isinstance(app.source, LiveSource) and app.sub_title == ""
         assert [p.strategy for p in app.panes] == ["plain", "ngram"]
         assert app.request.settings.num_draft_tokens == 2 and app.phase == "failed"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+@run_async
+async def test_the_list_shows_each_setting_once_and_every_column_whole(sessions, size):
+    rounds = [([11, 12], 2, 13)]
+    chain = {name: make_trace(name, rounds) for name in ("draft", "ngram", "chain")}
+    save(sessions["old"].parent, "20261203-101500_plain-draft-ngram-chain",
+         "2026-11-04T10:00:00+00:00", {"plain": plain_trace("plain", [11, 12, 13]), **chain},
+         num_draft_tokens="auto")
+    app = replay_app()
+    async with app.run_test(size=size) as pilot:
+        browser = await open_browser(app, pilot)
+        await pilot.pause()
+        # A chain repeats ngram's n and draft's k: each is said once.
+        assert rows(browser)[0][2] == "k=auto n=3"
+        lines = screen_text(app).splitlines()
+        # The name gives way (cut with …); the settings and the notes read whole.
+        assert any(re.search(r"\bsession\s+settings\s+note\b", line) for line in lines)
+        assert any(re.search(r"20261203-101500_\S+\s+k=auto n=3\s", line) for line in lines)
+        assert any(re.search(r"\bbroken\s+unreadable\b", line) for line in lines)
+        if size[1] >= 45:  # the examples fit under them
+            assert any(re.search(r"code-all-strategies\s+k=2 depth=1 n=3\b", line)
+                       for line in lines)

@@ -23,7 +23,7 @@ class Clock:
 
 
 def status(app: SpecdeckApp) -> str:
-    return str(app.query_one("#status").text)
+    return str(app.query_one("#status").render())
 
 
 @run_async

@@ -91,8 +91,8 @@ async def test_the_inspector_steps_back_jumps_and_follows_a_click():
         assert draft.selected == last - 1 and draft.shown == len(draft.events)
 
         await pilot.press("j")
+        await until(pilot, lambda: isinstance(app.screen, JumpScreen))
         await pilot.pause()
-        assert isinstance(app.screen, JumpScreen)
         app.screen.query_one(Input).value = "99"
         await pilot.press("enter")
         assert isinstance(app.screen, JumpScreen)  # stays open, says why
@@ -151,6 +151,48 @@ async def test_the_verdict_and_rollback_stay_on_screen_and_the_table_scrolls(siz
         row = rf"\b{event.accepted + 1}\s+\S+\s+correction\b"  # the last row
         assert re.search(row, shown), shown
         assert describe_rollback(event) in flat(shown)  # the verdict stays on top
+
+
+@run_async
+async def test_at_80x24_the_inspector_leaves_the_pane_it_marks_two_lines_of_text():
+    session = load_session(EXAMPLES / "code-all-strategies.json")
+    app = replay_app(session.traces)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await finish_race(app, pilot)
+        ngram = app.pane("ngram")  # the last of four stacked panes
+        ngram.focus()
+        await pilot.press("i")
+        await pilot.pause()
+        await pilot.pause()
+        box = app.query_one("#panes")
+        # Too short for four panes: each keeps two lines of text, and they scroll to
+        # the one whose round the inspector marks.
+        assert all(pane.view.size.height >= 2 for pane in app.panes)
+        assert ngram.view.selected is not None
+        assert box.region.contains_region(ngram.region)
+        await pilot.press("i")  # closed: the panes share the height again, unscrolled
+        await pilot.pause()
+        assert not box.has_class("-crowded") and box.max_scroll_y == 0
+
+
+@pytest.mark.parametrize("size", [(80, 24), (160, 45)])
+@run_async
+async def test_the_glossary_and_the_jump_dialog_wrap_their_words_instead_of_cutting(size):
+    app = replay_app()
+    async with app.run_test(size=size) as pilot:
+        await finish_race(app, pilot)
+        await pilot.press("w")
+        await pilot.pause()
+        shown = screen_text(app)
+        assert "accepted draft" in shown and "(underlined)" in shown and "…" not in shown
+        await pilot.press("escape")
+        await pilot.pause()
+        await pilot.press("j")
+        await until(pilot, lambda: isinstance(app.screen, JumpScreen))
+        await pilot.pause()
+        lines = screen_text(app).splitlines()
+        at = next(i for i, line in enumerate(lines) if "· escape:" in line)
+        assert "escape: cancel" in lines[at] or "█  cancel " in lines[at + 1]
 
 
 @run_async
@@ -227,6 +269,28 @@ def test_the_cost_view_marks_the_row_a_run_ran() -> None:
         assert rows[3].endswith(mark) and all(len(row) <= 70 for row in rows)
 
 
+def test_the_cost_view_of_a_run_mostly_at_plain_steps() -> None:
+    """An auto run that drafted one token in a tenth of its rounds, none kept, and timed
+    its plain steps a little faster than plain's own: its speedup counts the plain steps
+    in (above 1x), so the words say what the drafting rounds alone run, that no k pays,
+    and, as auto chose the k, that a fixed k (not ]) measures deeper."""
+    from specdeck.engines.cost_model import CostModel
+    from specdeck.tui.cost_view import position_words, summary
+
+    model = CostModel((0.0,), 1.0, 0.21, 1.18, idle_share=0.9, idle_pass=0.88)
+    assert model.predicted() > 1.0
+    shown = summary(model, 1.08)
+    assert "A drafting round drafts 1 token at 0.21" in shown
+    assert "the drafting rounds alone run 0.72x plain" in shown
+    words = position_words(model, chosen=True)
+    assert "no k pays here, plain steps (k = 0) are faster" in words
+    assert "set a fixed k in the settings (s)" in words and "]" not in words
+    assert "raise k with ]" in position_words(model)
+    paying = CostModel((0.9, 0.8), 2.0, 0.05, 1.1)
+    assert "no k pays" not in position_words(paying)
+    assert "A round drafts 2 tokens" in summary(paying, None)
+
+
 @run_async
 async def test_the_cost_view_prices_each_draft_position():
     app = replay_app()
@@ -282,6 +346,24 @@ async def test_each_pane_shows_what_its_rounds_cost():
         assert "plain step = 3.6 ms (the unit of every cost)" in shown  # under plain
 
 
+def test_the_glossary_says_when_survival_by_position_can_only_fall() -> None:
+    """Each position counts only the rounds that drafted that far: with one k for every
+    round the survival falls, with rounds of different lengths (auto k, chain, prompt
+    lookup) it can rise, which the glossary said it could not."""
+    from specdeck.engines.stats import compute_stats
+    from session_helpers import make_trace
+
+    def survival(rounds) -> list[float]:
+        return compute_stats(make_trace("draft", rounds).events).acceptance_by_position
+
+    same_k = survival([([1, 2], 2, 9), ([1, 2], 1, 9), ([1, 2], 0, 9)])
+    assert same_k == sorted(same_k, reverse=True)
+    assert survival([([1], 0, 9), ([1], 0, 9), ([1, 2], 2, 9)]) == pytest.approx([1 / 3, 1.0])
+    entry = flat(dict(GLOSSARY)["by pos (survival)"])
+    assert "When every round drafts the same k it can only fall as i grows" in entry
+    assert "so it can rise" in entry
+
+
 @run_async
 async def test_the_glossary_opens_from_its_key_the_legend_and_help():
     app = replay_app()
@@ -305,6 +387,12 @@ async def test_the_glossary_opens_from_its_key_the_legend_and_help():
         ids = {b.id for b in app.BINDINGS}
         assert {"specdeck.back", "specdeck.jump", "specdeck.cost_view",
                 "specdeck.glossary"} <= ids
+        # The keys Textual binds are listed with the app's: the palette and tab.
+        app.screen.query_one(".help-glossary").scroll_visible(animate=False)
+        await pilot.pause()
+        shown = flat(screen_text(app))
+        assert "ctrl+p palette every action by name" in shown
+        assert "tab Next pane move focus to the next pane" in shown
         body = app.screen.query_one("#help-body", VerticalScroll)
         body.scroll_end(animate=False)  # the glossary is under the keys
         await pilot.pause()

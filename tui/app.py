@@ -70,6 +70,8 @@ RACE_FPS = 30
 #: While a run streams, statistics strips redraw at most this often: a number that
 #: changes 30 times a second cannot be read, and every redraw takes CPU from the run.
 LIVE_STATS_INTERVAL = 0.25
+#: A streaming pane's status, running and paused.
+HELD = ("running", "paused · space: resume")
 #: The target's top alternatives recorded per position, for the inspector.
 INSPECTOR_ALTERNATIVES = 5
 
@@ -223,6 +225,12 @@ class SpecdeckApp(LiteralNotify, App[None]):
                 "(up, down, page up/down, home, end scroll the focused pane)"),
         Binding("w", "glossary", "Glossary", show=False, id="specdeck.glossary",
                 tooltip="the words of speculative decoding, as specdeck uses them"),
+        # Textual's own, given an id and a help line (it then adds none); the footer
+        # shows it on its right as "^p palette".
+        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False,
+                priority=True, id="specdeck.palette",
+                tooltip="every action by name, with its key and help line; the strategy "
+                "presets; a screenshot"),
         Binding("q", "quit", "Quit", id="specdeck.quit", tooltip="leave specdeck"),
     ]
 
@@ -398,7 +406,9 @@ class SpecdeckApp(LiteralNotify, App[None]):
             flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
         text = self._silence or self.status_text
         lead = f"{self.hint} · " if self.hint and self.phase not in (Phase.RACING, Phase.RACED) else ""
-        self.query_one("#status", FixedText).text = visible(f"{lead}{text}   [{' · '.join(flags)}]")
+        status = self.query_one("#status", FixedText)
+        status.text = visible(f"{lead}{text}")
+        status.tail = visible(f"[{' · '.join(flags)}]")  # whole, however narrow the line
 
     def watch_status_text(self) -> None:
         self._show_status()
@@ -416,11 +426,13 @@ class SpecdeckApp(LiteralNotify, App[None]):
         if self.playback is not None:
             self.playback.paused = paused
             self._race_last = self.wall_clock()
-        if not paused and self.phase in (Phase.LOADING, Phase.RUNNING, Phase.MEASURED,
-                                         Phase.CANCELLED):
+        if self.phase in (Phase.LOADING, Phase.RUNNING, Phase.MEASURED, Phase.CANCELLED):
             for pane in self.panes:
-                pane.show_until(len(pane.events))
-            self._refresh_stats()
+                self._say_held(pane)
+                if not paused:
+                    pane.show_until(len(pane.events))
+            if not paused:
+                self._refresh_stats()
         self._show_status()
 
     def watch_show_rejected(self, show: bool) -> None:
@@ -538,8 +550,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         for name, events in by_pane.items():
             pane = self.pane(name)
             pane.receive(events)
-            if pane.status == "waiting":
-                pane.status = "running"
+            self._say_held(pane)
             if not self.paused:
                 pane.show_until(len(pane.events))
         now = time.monotonic()
@@ -547,6 +558,12 @@ class SpecdeckApp(LiteralNotify, App[None]):
         if finished or now - self._stats_shown_at >= LIVE_STATS_INTERVAL:
             self._stats_shown_at = now
             self._refresh_stats()
+
+    def _say_held(self, pane: StrategyPane) -> None:
+        """A pane the run has reached says it runs, or, paused, that its text is held
+        (the run may have ended: space shows the rest)."""
+        if pane.events and pane.status in ("waiting", *HELD):
+            pane.status = HELD[self.paused]
 
     def _engine_silent(self, message: EngineSilent) -> None:
         """The engine process stopped answering mid-run (or answers again): said in the
@@ -599,7 +616,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
             kept = f" · kept what arrived in {saved}" if saved else ""
             self.status_text = f"{lead}error: {message.error}{kept}   (s: settings, r: retry)"
             for pane in self.panes:
-                if pane.status in ("waiting", "running"):
+                if pane.status in ("waiting", *HELD):
                     pane.status = "not run"
             return
         self.measured = dict(message.measured)

@@ -4,16 +4,22 @@
 (~25 ms at 160x48). The status line and the statistics strips change many times a run,
 while a run is measured; their height rarely changes, so a repaint is enough. Given
 ``max_lines``, the box grows (up to that) when the text wraps onto more lines, and only
-then lays out the screen: a narrow status line shows its whole message.
+then lays out the screen: a narrow status line shows its whole message. Where even
+``max_lines`` are too few, the text is cut at a word with ``…``, and its ``tail`` (the
+status line's flags: PAUSED...) still shows, whole.
 """
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
 from specdeck.visible import printable
+
+#: Between the text and a tail on the same line.
+TAIL_GAP = "   "
 
 
 class FixedText(Widget):
@@ -22,18 +28,29 @@ class FixedText(Widget):
     DEFAULT_CSS = "FixedText { height: 1; }"
 
     text = reactive("", layout=False)
+    #: Shown after ``text`` (with ``max_lines`` > 1), never broken nor cut: on the text's
+    #: last line where it fits, else from a line of its own.
+    tail = reactive("", layout=False)
 
     def __init__(self, *, max_lines: int = 1, id: str | None = None,
                  classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
         self.max_lines = max_lines
         self._lines = 0
+        #: (text, tail, width) and the lines they make there: rendering reuses the fit's.
+        self._laid_out: tuple[tuple[str, str, int], list[str]] | None = None
 
     def render(self) -> Content:
         # Plain, never markup (an error may hold [brackets]); control characters shown.
-        return Content(printable(self.text))
+        width = self.content_size.width
+        if self.max_lines <= 1 or width <= 0:
+            return Content(printable(self.text))
+        return Content("\n".join(self._layout(width)))
 
     def watch_text(self) -> None:
+        self._fit()
+
+    def watch_tail(self) -> None:
         self._fit()
 
     def on_resize(self) -> None:
@@ -43,8 +60,32 @@ class FixedText(Widget):
         width = self.content_size.width
         if self.max_lines <= 1 or width <= 0:
             return
-        wrapped = len(Content(printable(self.text)).wrap(width))
-        lines = max(1, min(self.max_lines, wrapped))
+        lines = max(1, len(self._layout(width)))
         if lines != self._lines:
             self._lines = lines
             self.styles.height = lines
+
+    def _layout(self, width: int) -> list[str]:
+        """The lines shown at ``width``: the text, cut at its last word that leaves room
+        for the tail within ``max_lines``, then the tail."""
+        key = (self.text, self.tail, width)
+        if self._laid_out is None or self._laid_out[0] != key:
+            words = printable(self.text).split(" ")
+            for kept in range(len(words), -1, -1):
+                shown = " ".join(words[:kept]) + ("…" if 0 < kept < len(words) else "")
+                lines = self._wrap(shown, width)
+                if len(lines) <= self.max_lines:
+                    break
+            self._laid_out = key, lines
+        return self._laid_out[1]
+
+    def _wrap(self, text: str, width: int) -> list[str]:
+        """``text`` wrapped at ``width``, the tail after it, whole."""
+        lines = [line.plain for line in Content(text).wrap(width)] if text else []
+        tail = printable(self.tail)
+        if not tail:
+            return lines
+        if lines and cell_len(lines[-1] + TAIL_GAP + tail) <= width:
+            lines[-1] += TAIL_GAP + tail
+            return lines
+        return lines + [line.plain for line in Content(tail).wrap(width)]

@@ -47,8 +47,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "length) count it, so theirs is ours + 1."),
     ("by pos (survival)",
      "Acceptance by draft position: the share of rounds whose first i drafts ALL lived "
-     "(the survival at i), among the rounds that drafted that far. It can only fall as i "
-     "grows. The conditional rate, 'kept given the ones before it were', is survival(i) / "
+     "(the survival at i), among the rounds that drafted that far. When every round drafts "
+     "the same k it can only fall as i grows: the same rounds, each with one more draft to "
+     "live. With auto k, chain or prompt lookup (or a short last round) rounds draft "
+     "different numbers and each i counts only the rounds that drafted that far, so it can "
+     "rise. The conditional rate, 'kept given the ones before it were', is survival(i) / "
      "survival(i - 1). llama.cpp and vLLM also give the survival, but divide by every "
      "round that drafted: lower where rounds drafted fewer."),
     ("other engines' numbers",
@@ -88,8 +91,10 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("auto k",
      "k chosen round by round: from the survival measured so far and the measured cost of "
      "a draft step and of each verify length, auto drafts the k with the most tokens per "
-     "unit of time, 0 when no k pays; every few rounds it tries a neighbour. The inspector "
-     "says why it chose each round's k."),
+     "unit of time, 0 when no k pays; every few rounds it tries a neighbour. With a draft "
+     "model at temperature 0 it picks among the drafting k by replaying each over the "
+     "draft's right and wrong guesses at the latest tokens (where each k's rounds would "
+     "have started, too). The inspector says why it chose each round's k."),
     ("mlx-lm rule",
      "Sampled runs (temperature > 0): what mlx-lm's exact-match rule would have kept of the "
      "same drafts. It keeps a draft only when the target's own sample equals it (about sum "
@@ -100,7 +105,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
 def glossary_table() -> Table:
     """The glossary as a two-column table (the terms are ours: no data reaches it)."""
     table = Table(box=None, show_header=False, padding=(0, 2, 1, 0), expand=True)
-    table.add_column(style="bold", no_wrap=True, max_width=24)
+    table.add_column(style="bold", max_width=24)  # a long term wraps, never cut
     table.add_column(ratio=1)
     for term, meaning in GLOSSARY:
         table.add_row(term, meaning)

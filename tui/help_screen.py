@@ -1,6 +1,6 @@
 """The help screen: every key of the playground, read from the app's own bindings (each
-binding's tooltip is its help line). It scrolls (arrows, page keys, home, end), so it
-reads whole at 80x24."""
+binding's tooltip is its help line) and ``FOCUS_KEYS``. It scrolls (arrows, page keys,
+home, end), so it reads whole at 80x24."""
 
 from __future__ import annotations
 
@@ -28,6 +28,12 @@ INTRO = (
     "Teaching: i opens the inspector on the focused pane's round; n and b step, j jumps, "
     "a click on a token inspects its round; k shows why this k wins or loses."
 )
+
+#: Textual binds tab on every screen, with no help line: listed after the app's keys.
+FOCUS_KEYS = [
+    Binding("tab", "app.focus_next", "Next pane", tooltip="move focus to the next pane "
+            "(shift+tab: the one before); n, b, i, j, k, d and the scrolling keys act on it"),
+]
 
 
 def bindings_table(bindings: list[Binding]) -> Table:
@@ -60,7 +66,7 @@ class HelpScreen(ModalScreen[None]):
             yield Static("specdeck — keys (esc closes; arrows, page keys scroll)",
                          classes="dialog-title")
             yield Static(INTRO, classes="help-intro")
-            yield Static(bindings_table(self.listed))
+            yield Static(bindings_table([*self.listed, *FOCUS_KEYS]))
             yield Static("Glossary (w opens it alone)", classes="dialog-title help-glossary")
             yield Static(glossary_table())
         yield Footer()

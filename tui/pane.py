@@ -251,15 +251,32 @@ class StrategyPane(Vertical, can_focus=True):
 
 class Panes(Container):
     """The panes side by side, or stacked (class ``-stacked``) where side by side would
-    leave each narrower than ``MIN_PANE_WIDTH``."""
+    leave each narrower than ``MIN_PANE_WIDTH``; scrolling (``-crowded``) where sharing
+    the height would leave each shorter than its min-height (app.tcss)."""
 
     def on_resize(self, event: events.Resize) -> None:
         self.arrange_panes()
 
     def arrange_panes(self) -> None:
         count = len(self.children)
-        self.set_class(count > 1 and self.size.width < count * MIN_PANE_WIDTH, "-stacked")
+        stacked = count > 1 and self.size.width < count * MIN_PANE_WIDTH
+        self.set_class(stacked, "-stacked")
+        least = max((pane.styles.min_height.value for pane in self.children
+                     if pane.styles.min_height is not None), default=0)
+        crowded = self.size.height < (count if stacked else 1) * least
+        self.set_class(crowded, "-crowded")
         self.level_strips()
+        if crowded:
+            self.call_after_refresh(self._show_marked)
+
+    def _show_marked(self) -> None:
+        """Scrolled (``-crowded``), keep in view the pane whose round the inspector marks,
+        else the focused one: opening the inspector is what crowds them."""
+        panes = [pane for pane in self.children if isinstance(pane, StrategyPane)]
+        shown = (next((p for p in panes if p.view.selected is not None), None)
+                 or next((p for p in panes if p.has_focus_within), None))
+        if shown is not None:
+            self.scroll_to_widget(shown, animate=False)
 
     def level_strips(self) -> None:
         """Side by side, every strip takes as many lines as the tallest needs, so the

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich.cells import cell_len
 from rich.console import Group
 from rich.table import Table
 from rich.text import Text
@@ -47,6 +48,9 @@ PREVIEW_STATS = (("generated_tokens", "tokens"), ("tokens_per_s", "tok/s"),
 DIFF_MARK = "◆ a"
 #: The key of the row that heads the examples' section.
 EXAMPLES_ROW = "§examples"
+#: The list's columns; and the fewest columns the session's name is cut to.
+COLUMNS = ("", "session", "settings", "note")
+MIN_NAME_WIDTH = 12
 
 
 def note(summary: SessionSummary) -> str:
@@ -61,8 +65,9 @@ def setup(summary: SessionSummary) -> str:
     size."""
     if summary.sweep is not None:
         return f"sweep · {plural(len(summary.sweep.cells), 'cell')}"
-    details = (pane_detail(name, summary.settings) for name in summary.strategies)
-    return " ".join(d for d in details if d)
+    # Once each: a chain's "n=3 k=2" repeats ngram's n and draft's k.
+    details = (pane_detail(name, summary.settings).split() for name in summary.strategies)
+    return " ".join(dict.fromkeys(word for words in details for word in words))
 
 
 def sweep_preview(summary: SessionSummary) -> list:
@@ -178,7 +183,8 @@ class SessionBrowser(ModalScreen["Session | None"]):
         Binding("enter", "open", "Open", id="sessions.open"),
         Binding("f", "diff_with", "Diff with…", id="sessions.diff"),
         Binding("r", "rename", "Rename", id="sessions.rename"),
-        Binding("delete,d", "delete", "Delete", key_display="del", id="sessions.delete"),
+        # The footer shows the first key: d, the one the README names.
+        Binding("d,delete", "delete", "Delete", id="sessions.delete"),
         Binding("escape,o,q", "close", "Close", key_display="esc", id="sessions.close"),
     ]
 
@@ -205,28 +211,51 @@ class SessionBrowser(ModalScreen["Session | None"]):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(DataTable).add_columns("", "session", "settings", "note")
         self.reload()
+
+    def on_resize(self) -> None:
+        current = self.current
+        # Once the table has its new width: the columns are sized from it.
+        self.call_after_refresh(self._fill, current.path if current else None)
 
     # -- the list ----------------------------------------------------------------------
 
     def reload(self, select: Path | None = None) -> None:
         """List the directory again, keeping the cursor on ``select`` (or its row)."""
-        table = self.query_one(DataTable)
-        row = table.cursor_row
         summaries = list_sessions(self.directory)
-        examples = self.examples
-        shipped = list_sessions(examples) if examples is not None else []
+        shipped = list_sessions(self.examples) if self.examples is not None else []
         self.summaries = {str(s.path): s for s in summaries + shipped}
         self.own_count = len(summaries)
         if self.marked is not None and str(self.marked) not in self.summaries:
             self.marked = None
-        table.clear()
-        for summary in summaries:
+        self._fill(select)
+
+    def _column_widths(self, table: DataTable) -> list[int | None]:
+        """Every column as wide as its widest cell, but the session's name, which takes
+        the rest of the table's width and is cut with … (None: before the table is laid
+        out, as wide as its cells)."""
+        listed = self.summaries.values()
+        mark, settings, notes = (max(map(cell_len, cells)) for cells in (
+            (DIFF_MARK,), ("settings", *map(setup, listed)), ("note", *map(note, listed))))
+        room = table.size.width - table.styles.scrollbar_size_vertical
+        rest = room - mark - settings - notes - 2 * table.cell_padding * len(COLUMNS)
+        return [mark, max(rest, MIN_NAME_WIDTH) if room > 0 else None, settings, notes]
+
+    def _fill(self, select: Path | None = None) -> None:
+        """The listed files in the table, the cursor on ``select`` (or its row)."""
+        table = self.query_one(DataTable)
+        row = table.cursor_row
+        table.clear(columns=True)
+        for label, width in zip(COLUMNS, self._column_widths(table)):
+            table.add_column(label, width=width)
+        summaries = list(self.summaries.values())
+        for summary in summaries[: self.own_count]:
             self._add_row(table, summary)
+        shipped = summaries[self.own_count :]
+        examples = self.examples
         if shipped:
-            table.add_row("", Text(f"examples in {examples}", style="bold"), "", "",
-                          key=EXAMPLES_ROW)
+            table.add_row("", Text(f"examples in {examples}", style="bold",
+                                   overflow="ellipsis"), "", "", key=EXAMPLES_ROW)
             for summary in shipped:
                 self._add_row(table, summary)
         keys = [r.key.value for r in table.ordered_rows]
@@ -238,7 +267,9 @@ class SessionBrowser(ModalScreen["Session | None"]):
         self._show_status()
 
     def _add_row(self, table: DataTable, summary: SessionSummary) -> None:
-        table.add_row(self._mark(summary.path), literal(summary.name, one_line=True),
+        name = literal(summary.name, one_line=True)
+        name.overflow = "ellipsis"  # its column gives way to the others
+        table.add_row(self._mark(summary.path), name,
                       literal(setup(summary), one_line=True), note(summary),
                       key=str(summary.path))
 
