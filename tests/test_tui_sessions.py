@@ -336,10 +336,17 @@ async def test_the_list_shows_each_setting_once_and_every_column_whole(sessions,
         await pilot.pause()
         # A chain repeats ngram's n and draft's k: each is said once.
         assert rows(browser)[0][2] == "k=auto n=3"
-        lines = screen_text(app).splitlines()
+        # The columns are sized once the table has its width (a refresh after mounting:
+        # later on a loaded machine).
+        chained = re.compile(r"20261203-101500_\S+\s+k=auto n=3\s")
+        for _ in range(40):
+            lines = screen_text(app).splitlines()
+            if any(chained.search(line) for line in lines):
+                break
+            await pilot.pause(0.05)
         # The name gives way (cut with …); the settings and the notes read whole.
         assert any(re.search(r"\bsession\s+settings\s+note\b", line) for line in lines)
-        assert any(re.search(r"20261203-101500_\S+\s+k=auto n=3\s", line) for line in lines)
+        assert any(chained.search(line) for line in lines)
         assert any(re.search(r"\bbroken\s+unreadable\b", line) for line in lines)
         if size[1] >= 45:  # the examples fit under them
             assert any(re.search(r"code-all-strategies\s+k=2 depth=1 n=3\b", line)
