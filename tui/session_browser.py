@@ -18,6 +18,8 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.events import Resize
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Footer, Input, Label, Static
 
@@ -174,6 +176,22 @@ class ConfirmDialog(ModalScreen[bool]):
         self.dismiss(event.button.id == "confirm-yes")
 
 
+class SessionsTable(DataTable):
+    """The list. Its columns are sized to its width (``SessionBrowser._column_widths``),
+    which is known only once it is laid out, and changes with the screen or with the
+    dialog's layout: each new width is said, to refill it."""
+
+    class Resized(Message):
+        """The table has a new width."""
+
+    laid_width = 0
+
+    def on_resize(self, event: Resize) -> None:
+        if event.size.width != self.laid_width:
+            self.laid_width = event.size.width
+            self.post_message(self.Resized())
+
+
 class SessionBrowser(ModalScreen["Session | None"]):
     """Saved sessions; dismissed with the session to open in the panes, or None."""
 
@@ -204,7 +222,7 @@ class SessionBrowser(ModalScreen["Session | None"]):
             yield Static(literal(f"Sessions in {self.directory}", one_line=True),
                          classes="dialog-title")
             with Horizontal(id="sessions-main"):
-                yield DataTable(id="sessions-table", cursor_type="row")
+                yield SessionsTable(id="sessions-table", cursor_type="row")
                 with VerticalScroll(id="session-preview-scroll"):
                     yield Static("", id="session-preview")
             yield Static("", id="sessions-status", markup=False)
@@ -213,10 +231,10 @@ class SessionBrowser(ModalScreen["Session | None"]):
     def on_mount(self) -> None:
         self.reload()
 
-    def on_resize(self) -> None:
+    @on(SessionsTable.Resized)
+    def _resized(self) -> None:
         current = self.current
-        # Once the table has its new width: the columns are sized from it.
-        self.call_after_refresh(self._fill, current.path if current else None)
+        self._fill(current.path if current else None)
 
     # -- the list ----------------------------------------------------------------------
 
