@@ -276,9 +276,6 @@ class AdaptiveLength:
         #: Whether its first tries have all run (a plain step after them does not
         #: make the count of drafting rounds fall short again).
         self.tried = False
-        #: Whether the draft's guesses over plain steps' tokens are judged: they make
-        #: exploring and hopeful rounds from plain steps needless.
-        self.guessed = False
         #: Plain steps' tokens to wait for before the next guesses are judged.
         self.guess_wait = GUESS_EVERY
         #: The drafts of the next try (``TRIALS``; ``GUESSED_START``).
@@ -286,6 +283,12 @@ class AdaptiveLength:
         #: With the guesses: which output tokens the draft guessed right, replayed as
         #: each k's rounds would have run over them for its expected tokens.
         self.right: RightGuesses | None = None
+
+    @property
+    def guessed(self) -> bool:
+        """Whether the draft's guesses over plain steps' tokens are judged: they make
+        exploring and hopeful rounds from plain steps needless."""
+        return self.right is not None
 
     def observe(self, event: Round) -> None:
         fade = 1.0 - 1.0 / WINDOW  # per round: a long stretch of plain steps forgets too
@@ -328,7 +331,6 @@ class AdaptiveLength:
         up to ``HOPE_BUDGET`` plain steps' worth of hopeful rounds: ten rounds of four
         drafts on smollm2's csv prompt, each about 0.7 plain steps short), and the first
         tries start from ``GUESSED_START`` drafts. Told before the first choice."""
-        self.guessed = True
         self.next_try = GUESSED_START
         self.right = RightGuesses()
 
@@ -446,16 +448,14 @@ class AdaptiveLength:
         return CostModel(tuple(self.survival(optimism)), float(self.most), draft_step,
                          costs[self.most], "one-token passes", verify_passes=costs)
 
-    def predictions(self, optimism: float = 0.0,
-                    replay: int = 0) -> list[tuple[float, float]]:
+    def predictions(self, optimism: float = 0.0) -> list[tuple[float, float]]:
         """``(E(k), C(k))`` for k = 0..most, in one-token passes (``survival(optimism)``
         for E). A k the run has drafted
         costs what its rounds took as a whole; any other is priced by the calibration
         (``calibrated``) or, without one, by the model of the verify length measured
         nearest to it, shifted by what that model missed at the nearest k timed (the
         loop's own work each round, which a split into draft steps and a verify pass
-        spreads over the drafts). For k up to ``replay``, E(k) is what k's rounds kept
-        replayed over the draft's latest guesses, where they ran enough rounds."""
+        spreads over the drafts)."""
         if self.prior is not None:
             calibrated = self.calibrated(optimism)
             priced = [(calibrated.expected_tokens(k), calibrated.round_cost(k))
@@ -467,10 +467,6 @@ class AdaptiveLength:
             for k in range(1, self.most + 1):
                 model = models[min(measured, key=lambda n: (abs(n - k), n))]
                 priced.append((model.expected_tokens(k), model.round_cost(k)))
-        if replay and self.right is not None:
-            replayed = self.right.tokens_per_round(min(replay, self.most))
-            priced = [(replayed.get(k, tokens), cost)
-                      for k, (tokens, cost) in enumerate(priced, 1)]
         unit = self.unit()
         timed = {k: mean.value / unit for k, mean in self.totals.items()} if unit else {}
         out = [(1.0, 1.0)]
@@ -525,7 +521,9 @@ class AdaptiveLength:
             # tokens (``engines.right_guesses``). Whether drafting pays stays the counts'
             # call: they fade by rounds, so after a long stretch of plain steps they
             # turn within 32 where the replay's window still holds the stretch.
-            predicted = self.predictions(replay=trusted + 1)
+            replayed = self.right.tokens_per_round(min(trusted + 1, self.most))
+            predicted = [(replayed.get(k, tokens), cost)
+                         for k, (tokens, cost) in enumerate(predicted)]
             speed = [tokens / cost for tokens, cost in predicted]
             best = fastest(speed, range(1, min(len(speed), trusted + 2)))
         unbounded = fastest(speed, range(len(speed)))

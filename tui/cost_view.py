@@ -22,7 +22,7 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from specdeck.engines.cost_model import BASELINE_WORDS, CostModel
-from specdeck.engines.formatting import percent, times
+from specdeck.engines.formatting import percent, plural, times
 from specdeck.literal import literal
 from specdeck.tui.speedup_chart import SpeedupChart
 
@@ -36,8 +36,8 @@ _AROUND = 60
 def summary(model: CostModel, measured: float | None) -> str:
     """The run's round in words: what it drafts and verifies, what that costs and buys,
     the prediction next to the measured and the textbook's speedup, and why they part."""
-    drafts = tokens_words(model.k) if abs(model.drafts - model.k) < 0.05 else (
-        f"up to {tokens_words(model.k)} ({model.drafts:.3g} on average)")
+    drafts = plural(model.k, "token") if abs(model.drafts - model.k) < 0.05 else (
+        f"up to {plural(model.k, 'token')} ({model.drafts:.3g} on average)")
     gap = model.gap_words()
     lines = [
         f"{'A drafting' if model.idle_share else 'A'} round drafts {drafts} at "
@@ -55,10 +55,6 @@ def summary(model: CostModel, measured: float | None) -> str:
                      f"{model.idle_pass:.2f} plain steps each): each speedup here counts them "
                      f"in; the drafting rounds alone run {times(drafting_speed(model))} plain.")
     return "\n".join(lines)
-
-
-def tokens_words(n: int) -> str:
-    return f"{n} token" if n == 1 else f"{n} tokens"
 
 
 def drafting_speed(model: CostModel, k: int | None = None) -> float:
@@ -83,9 +79,10 @@ def position_words(model: CostModel, chosen: bool = False) -> str:
                  "to see)")
     elif model.k == 1:
         text += f" (only one position was measured: {deeper} to see past it)"
-    if drafting_speed(model, best) < 1.0:
-        text += (f". Even so its rounds run {times(drafting_speed(model, best))} plain: no k "
-                 "pays here, plain steps (k = 0) are faster")
+    alone = drafting_speed(model, best)
+    if alone < 1.0:
+        text += (f". Even so its rounds run {times(alone)} plain: no k pays here, plain "
+                 "steps (k = 0) are faster")
     return text + "."
 
 

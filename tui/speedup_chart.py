@@ -12,7 +12,6 @@ plot, in its series' colour, marked ``a`` at its leftmost cell no series drew.
 from __future__ import annotations
 
 import math
-
 from dataclasses import dataclass
 
 from rich.text import Text
@@ -71,6 +70,9 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
     def dot(x: float, y: float) -> tuple[int, int]:
         return (round(axes.x_share(x) * (dot_w - 1)), round(axes.y_share(y) * (dot_h - 1)))
 
+    def row_of(speedup: float) -> int:
+        return dot(axes.xs[0], speedup)[1] // 4
+
     for i, points in enumerate(series.values()):
         dots = [dot(x, y) for x, y in points]
         for (c0, r0), (c1, r1) in zip(dots, dots[1:]):
@@ -84,16 +86,16 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
             glyphs[(r // 4, c // 2)] = MARKERS[i % len(MARKERS)]
             owners[r // 4][c // 2] = i
 
-    even_row = dot(axes.xs[0], 1.0)[1] // 4
-    labels = {dot(axes.xs[0], value)[1] // 4: f"{value:.2f}" for value in y_ticks(
-        axes.y_lo, axes.y_hi, lambda value: dot(axes.xs[0], value)[1] // 4)}
+    even_row = row_of(1.0)
+    labels = {row_of(value): f"{value:.2f}"
+              for value in y_ticks(axes.y_lo, axes.y_hi, row_of)}
     labels[even_row] = "1.00"
 
     lines = []
     level_owners = {name: colour_index(series, levels, name) for name in levels}
     level_rows: dict[int, int] = {}  # row -> the level drawn along it
     for name, speedup in levels.items():
-        row = dot(axes.xs[0], speedup)[1] // 4
+        row = row_of(speedup)
         owner = level_rows.setdefault(row, level_owners[name])
         free = [col for col in range(width) if owners[row][col] is None]
         if free:  # marked at its leftmost cell no series drew
