@@ -33,6 +33,7 @@ import argparse
 import functools
 import hashlib
 import importlib.util
+import inspect
 import json
 import random
 import statistics
@@ -66,13 +67,15 @@ def record(family: str, name: str, tokens: int) -> dict:
         raise SystemExit(f"no calibration of the {family} pair: run "
                          f"`specdeck calibrate --family {family}` first")
     draft_step, passes = calibration.drafting_costs("draft")
+    typical = list(calibration.guess_survival or ())
     if path.is_file():
         matches = json.loads(path.read_text())
     else:
         matches = guesses_right(pair, text, tokens)
         RECORDS.mkdir(exist_ok=True)
         path.write_text(json.dumps(matches))
-    return {"matches": matches, "draft_step": draft_step, "passes": list(passes)}
+    return {"matches": matches, "draft_step": draft_step, "passes": list(passes),
+            "typical": typical}
 
 
 @functools.cache
@@ -218,7 +221,13 @@ def main() -> int:
                 for seed in range(args.seeds))
 
         costs = (data["draft_step"], tuple(data["passes"]))
-        autos = {label: mean_speed(lambda m=module: m.AdaptiveLength(most, costs))
+
+        def typical(module: ModuleType) -> list:
+            """The calibration's survival of the draft's guesses, for an ``auto`` that
+            takes it (an older copy replayed with ``--against`` may not)."""
+            takes = "typical" in inspect.signature(module.AdaptiveLength).parameters
+            return [tuple(data["typical"]) or None] if takes else []
+        autos = {label: mean_speed(lambda m=module: m.AdaptiveLength(most, costs, *typical(m)))
                  for label, module in policies.items()}
         ks = {k: mean_speed(lambda k=k: draft_length.FixedLength(k)) for k in fixed}
         right = sum(data["matches"]) / len(data["matches"])

@@ -45,6 +45,11 @@ PROPOSERS = ("draft", "mtp")
 REPS, WARMUP = 15, 2
 #: Acceptances of the table ``calibrate`` prints.
 TABLE_ACCEPTANCES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
+#: The built-in prompts the draft's guesses are judged on (``engines.guess_probe``),
+#: answers written, not copied: a copied stretch (summarise, repeat_input) makes any
+#: draft look deep, and ``auto`` sees such stretches in its own run anyway; and the
+#: output tokens judged on each.
+GUESS_PROMPTS, GUESS_TOKENS = ("code", "prose"), 128
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +59,17 @@ class Timing:
 
     seconds: float
     spread: float
+
+    def typical_best_k(self) -> tuple[int, float] | None:
+        """The draft model's best k on ordinary text (``guess_survival``) and its
+        predicted speedup; k = 0 (1.00x) when no k beats plain decoding there; None
+        when its guesses were not judged."""
+        if not self.guess_survival or "draft" not in self.proposers:
+            return None
+        model = self.cost_model("draft", survival=self.guess_survival)
+        k = model.best_k()
+        speed = model.predicted(k)
+        return (k, speed) if speed > 1.0 else (0, 1.0)
 
     def to_dict(self) -> dict:
         return {"seconds": self.seconds, "spread": self.spread}
@@ -116,6 +132,11 @@ class Calibration:
     #: and the best k predicted comes out too small.
     plain_step: Timing | None = None
     round_overhead: Timing | None = None
+    #: The draft model's greedy guesses on ordinary text (``engines.guess_probe``):
+    #: ``s_i``, the share of output tokens from which its next i guesses were all
+    #: right, i = 1..16; None when they were not judged (no draft model, or a file an
+    #: older version wrote).
+    guess_survival: tuple[float, ...] | None = None
 
     @property
     def target_step(self) -> Timing:
@@ -215,6 +236,17 @@ class Calibration:
         speed = model.predicted(k)
         return (k, speed) if speed > 1.0 else (0, 1.0)
 
+    def typical_best_k(self) -> tuple[int, float] | None:
+        """The draft model's best k on ordinary text (``guess_survival``) and its
+        predicted speedup; k = 0 (1.00x) when no k beats plain decoding there; None
+        when its guesses were not judged."""
+        if not self.guess_survival or "draft" not in self.proposers:
+            return None
+        model = self.cost_model("draft", survival=self.guess_survival)
+        k = model.best_k()
+        speed = model.predicted(k)
+        return (k, speed) if speed > 1.0 else (0, 1.0)
+
     def to_dict(self) -> dict:
         return {
             "kind": KIND, "version": VERSION, "machine": self.machine,
@@ -226,6 +258,7 @@ class Calibration:
             "reps": self.reps, "measured": self.measured,
             "plain_step": self.plain_step.to_dict() if self.plain_step else None,
             "round_overhead": self.round_overhead.to_dict() if self.round_overhead else None,
+            "guess_survival": list(self.guess_survival) if self.guess_survival else None,
         }
 
     @classmethod
@@ -253,9 +286,23 @@ class Calibration:
         reps = data.get("reps")
         if type(reps) is not int or reps < 1:
             return None
+        survival = data.get("guess_survival")
+        if survival is not None and not is_survival(survival):
+            return None
         return cls(data["machine"], data["target"], data["target_identity"], data["draft"],
                    data["draft_identity"], tuple(timings), steps[0], steps[1], reps,
-                   data["measured"], steps[2], steps[3])
+                   data["measured"], steps[2], steps[3],
+                   tuple(float(v) for v in survival) if survival else None)
+
+
+def is_survival(values: Any) -> bool:
+    """Whether ``values`` (from a file) is a survival by position: 1 to
+    ``MAX_DRAFT_TOKENS`` shares in [0, 1], none above the one before."""
+    if type(values) is not list or not 0 < len(values) <= MAX_DRAFT_TOKENS:
+        return False
+    if not all(type(v) in (int, float) and 0.0 <= v <= 1.0 for v in values):
+        return False
+    return all(b <= a for a, b in zip(values, values[1:]))
 
 
 def calibration_file(target: Path | str, draft: Path | str | None) -> Path:

@@ -115,6 +115,16 @@ OPTIMISM = 1.5
 #: while its rounds kept nothing: smollm2's config prompt, replayed on its recorded
 #: acceptance, ran eight hopeful rounds of four drafts in a row, none kept.
 HOPE_BUDGET = 2.0
+#: What a round past the best k would gain is a gamble, and for some pairs a poor one:
+#: where on ordinary text (the calibration's ``guess_survival``) every k past one is
+#: predicted this much slower than plain steps or k = 1, hope is not spent at all (a
+#: margin, as the calibration and a short probe can be off: a pair on the edge keeps it). Replayed (``bench/auto_replay.py``, 20 seeds, 24 prompts,
+#: 22 of them other than the two the survival is judged on): smollm2, whose 135M target
+#: and two-layer draft agree on about a third of tokens, +0.3..+0.6 % on average at 128
+#: and 256 tokens, at this CPU's costs and at a Mac's, apology +2.3..+2.7 %, within
+#: 5 % of the best fixed k on 23-24 prompts of 24 (21-24 before); the demo pair, whose
+#: best k on ordinary text is 3-4, unchanged (without hope it lost 5 % there).
+HOPELESS = 0.9
 #: Hope while drafting only from a k whose rounds are predicted to keep at least this
 #: many drafts: a hopeful round judges the positions past the best k only when all of
 #: the best k's drafts are kept, so from k = 1 kept in 30-45 % of rounds (smollm2) most
@@ -235,11 +245,16 @@ class AdaptiveLength:
     """``auto``: each round's k from the acceptance and costs measured so far."""
 
     def __init__(self, most: int,
-                 prior: tuple[float, tuple[float, ...]] | None = None) -> None:
+                 prior: tuple[float, tuple[float, ...]] | None = None,
+                 typical: tuple[float, ...] | None = None) -> None:
         self.most = most
         #: A calibration's draft step and verify passes of 1, 2, ... tokens, in plain
         #: steps (``Calibration.drafting_costs``); None: price only what the run timed.
         self.prior = prior if prior is None or len(prior[1]) > most else None
+        #: Plain steps hope may lose (``HOPE_BUDGET``): none where, priced by the
+        #: calibration, every k past one is ``HOPELESS`` at the drafter's ``typical``
+        #: survival on ordinary text (``Calibration.guess_survival``).
+        self.hope_budget = hope_budget(most, self.prior, typical)
         #: Per position: faded counts of drafting rounds that reached it (every draft
         #: before it accepted) and of those that kept it.
         self.reached = [0.0] * most
@@ -323,7 +338,7 @@ class AdaptiveLength:
         unit = self.unit()
         if unit:
             lost = event.seconds / unit - len(event.tokens) * rate
-            self.hope_spent = max(-HOPE_BUDGET, self.hope_spent + lost)
+            self.hope_spent = max(-self.hope_budget, self.hope_spent + lost)
 
     def expect_guesses(self) -> None:
         """The loop will judge the draft's guesses over the plain steps' tokens: from
@@ -544,7 +559,7 @@ class AdaptiveLength:
                 # skipped (and counted). Replayed on smollm2, where k = 1 is often the
                 # best: +0.5..+1 %.
                 k = best
-        elif self.hope_spent < HOPE_BUDGET and (best or not self.guessed) and (
+        elif self.hope_spent < self.hope_budget and (best or not self.guessed) and (
                 not best or predicted[best][0] - 1.0 >= HOPE_KEPT):
             k = max(best, self.hope())
             explored = hoped = k > best
@@ -556,6 +571,22 @@ class AdaptiveLength:
         tokens, cost = predicted[k]
         held = unbounded if unbounded > max(best, k) else None
         return LengthChoice(k, tokens, cost, explored, hoped, held)
+
+
+def hope_budget(most: int, prior: tuple[float, tuple[float, ...]] | None,
+                typical: tuple[float, ...] | None) -> float:
+    """The plain steps ``auto`` may lose hoping (``HOPE_BUDGET``): none where, priced by
+    a calibration's draft step and verify passes (``prior``), every k from 2 to ``most``
+    is ``HOPELESS`` at the ``typical`` survival."""
+    if not typical or prior is None or len(prior[1]) <= most:
+        return HOPE_BUDGET
+    survival = tuple(typical[:most])
+    model = CostModel(survival, float(len(survival)), prior[0], prior[1][len(survival)],
+                      "plain steps", verify_passes=prior[1])
+    shallow = max(1.0, model.predicted(1))
+    if all(model.predicted(k) < HOPELESS * shallow for k in range(2, len(survival) + 1)):
+        return 0.0
+    return HOPE_BUDGET
 
 
 def fastest(rates: list[float], ks: range) -> int:
@@ -571,7 +602,8 @@ def draft_length(settings: DecodeSettings, drafter: str,
     if count != AUTO:
         return FixedLength(count)
     prior = calibration.drafting_costs(drafter) if calibration else None
-    return AdaptiveLength(settings.max_drafts(drafter), prior)
+    typical = calibration.guess_survival if calibration and drafter == "draft" else None
+    return AdaptiveLength(settings.max_drafts(drafter), prior, typical)
 
 
 def auto_estimate_line(calibration: Calibration, proposer: str) -> str:

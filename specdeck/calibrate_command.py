@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import argparse
 import sys
+from dataclasses import replace
 
-from specdeck.engines.calibration import REPS, TABLE_ACCEPTANCES, WARMUP, Calibration
+from specdeck.engines.calibration import (
+    GUESS_PROMPTS, GUESS_TOKENS, REPS, TABLE_ACCEPTANCES, WARMUP, Calibration,
+)
 from specdeck.engines.config import MAX_DRAFT_TOKENS
+from specdeck.engines.draft_length import HOPELESS, hope_budget
 from specdeck.engines.formatting import duration, percent, times
 from specdeck.progress_line import ProgressLine
 from specdeck.visible import visible
@@ -101,6 +105,20 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
         best = f"k={k}, {times(speed)}" if k else "plain decoding (no k beats it)"
         lines += ["", f"{proposer} at {percent(acceptance)} acceptance: best {best}"]
         lines += speedup_chart([(k, cal.speedup(proposer, k, acceptance)) for k in SHOWN_KS])
+    typical = cal.typical_best_k()
+    if typical is not None and cal.guess_survival:
+        k, speed = typical
+        best = f"best k={k}, {times(speed)}" if k else "plain decoding wins (no k beats it)"
+        hopes = hope_budget(MAX_DRAFT_TOKENS, cal.drafting_costs("draft"), cal.guess_survival)
+        lines += ["", f"the draft's greedy guesses on the built-in "
+                  f"{' and '.join(GUESS_PROMPTS)} prompts ({GUESS_TOKENS} tokens each):",
+                  f"  right at {percent(cal.guess_survival[0])} of tokens; survival by "
+                  "position " + " ".join(percent(s) for s in cal.guess_survival[:4]) + " ...",
+                  f"  at that: {best}"]
+        lines += (["  auto may hope for deeper drafts than its counts support"] if hopes else
+                  ["  auto will not hope for deeper drafts than its counts support",
+                   f"  (every k past 1 is predicted {percent(1 - HOPELESS)} or more slower "
+                   "on such text)"])
     if proposers:
         lines += ["", "best k by acceptance (0: plain decoding wins)",
                   "acceptance " + "".join(f"{percent(a):>7}" for a in TABLE_ACCEPTANCES)]
@@ -163,6 +181,7 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     from specdeck.engines.catalog import describe_dir
     from specdeck.engines.compare import encode_prompt
     from specdeck.engines.errors import ModelError
+    from specdeck.engines.guess_probe import guesses_right, survival_of_guesses
     from specdeck.engines.loading import ModelStore, check_pair
     from specdeck.engines.mtp import load_mtp
     from specdeck.engines.pass_timing import (
@@ -203,6 +222,13 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     if cal.proposers:
         say("timing the decoding loop (a few short runs)")
         cal = measure_loop(cal, loaded, prompt, draft_model, mtp)
+    if draft_model is not None:
+        say(f"judging the draft's guesses on the built-in {' and '.join(GUESS_PROMPTS)} "
+            f"prompts ({GUESS_TOKENS} tokens each)")
+        judged = [guesses_right(loaded, draft_model,
+                                encode_prompt(loaded.tokenizer, get_prompt(name).text))
+                  for name in GUESS_PROMPTS]
+        cal = replace(cal, guess_survival=survival_of_guesses(judged) or None)
     try:
         say(f"cached in {save_calibration(cal, target_path, draft_model.path if draft_model else None)}")
     except OSError as exc:

@@ -248,6 +248,8 @@ def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkey
     assert main(args) == 0
     out, err = capsys.readouterr()
     assert "passes timed" in err and "timing the decoding loop" in err and "cached in" in err
+    assert "judging the draft's guesses on the built-in code and prose prompts" in err
+    assert "the draft's greedy guesses on the built-in code and prose prompts" in out
     assert "\r" not in err and "\033" not in err  # a log, not a terminal: plain lines
     assert "in the decoding loop a plain step 10 ms, a round's own work 1.0 ms" in out
     # A round of k costs 0.1 steps more: at 90 %, k=1 1.9 / 1.8, k=2 2.71 / 2.5 = 1.08x,
@@ -260,6 +262,7 @@ def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkey
     assert main(["calibrate", "--target", target, "--draft", draft, "--cached", "--json"]) == 0
     record = orjson.loads(capsys.readouterr().out)
     assert record["passes"][1]["seconds"] == pytest.approx(pass_seconds(2))
+    assert len(record["guess_survival"]) == 16
     assert Calibration.from_dict(record) == load_calibration(target, draft)
 
 

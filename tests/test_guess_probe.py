@@ -1,0 +1,121 @@
+"""The draft's guesses on ordinary text, judged by ``specdeck calibrate`` (issue 18): how
+far they run, and what ``auto`` makes of them (no hope for deep drafts where no k past
+one pays)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import orjson
+import pytest
+
+from specdeck.engines.calibration import Calibration, Timing
+from specdeck.engines.compare import encode_prompt
+from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings, Sampling
+from specdeck.engines.events import Round
+from specdeck.engines.draft_length import HOPE_BUDGET, AdaptiveLength, draft_length, hope_budget
+from specdeck.engines.group_costs import PASS_SIZES
+from specdeck.engines.guess_probe import guesses_right, survival_of_guesses
+from specdeck.engines.loading import ModelStore
+from specdeck.engines.strategies import Models, run_strategy
+from test_draft_length import feed
+
+#: Survivals by position: a third of guesses right and each one after a right one less
+#: so (smollm2's pair: 32 %, 10 %, 2 % ...), and a drafter right at 80 % of tokens.
+POOR = tuple(0.2 ** i for i in range(1, MAX_DRAFT_TOKENS + 1))
+GOOD = tuple(0.8 ** i for i in range(1, MAX_DRAFT_TOKENS + 1))
+
+
+def calibration(survival: tuple[float, ...] | None) -> Calibration:
+    """A 10 ms target step, a pass of n tokens 1 + 0.1 (n - 1) steps, a draft step of
+    0.1 steps, and the draft's guesses on ordinary text surviving as ``survival``."""
+    return Calibration(
+        machine="m", target="t", target_identity="ti", draft="d", draft_identity="di",
+        passes=tuple(Timing(0.010 * (1 + 0.1 * (n - 1)), 0.0) for n in PASS_SIZES),
+        draft_step=Timing(0.001, 0.0), mtp_step=Timing(0.001, 0.0), reps=5,
+        measured="2026-12-02T00:00:00+00:00", guess_survival=survival)
+
+
+def test_the_survival_counts_the_run_of_right_guesses_from_every_token() -> None:
+    # Runs from each token: 2, 1, 0, 1 and 0; a run cut by the text's end counts as far
+    # as it went.
+    assert survival_of_guesses([[True, True, False, True], [False]], most=3) == (
+        pytest.approx(3 / 5), pytest.approx(1 / 5), 0.0)
+    assert survival_of_guesses([]) == ()
+
+
+def test_the_guesses_are_what_drafting_rounds_keep(tiny_family) -> None:
+    """A model guesses its own greedy output right at every token; for a draft, each
+    round of one draft at temperature 0 keeps its draft exactly where the guess there
+    is right (the one pass over the text judges what the rounds judge one by one)."""
+    store = ModelStore()
+    target = store.get(str(tiny_family["llama_target"]))
+    draft = store.get(str(tiny_family["llama_draft"]))
+    prompt = encode_prompt(target.tokenizer, "def add(a, b):\n    return", chat=False)
+    itself = guesses_right(target, target, prompt, tokens=24)
+    assert len(itself) == 24 and all(itself)
+    right = guesses_right(target, draft, prompt, tokens=24)
+    settings = DecodeSettings(max_tokens=24, num_draft_tokens=1, stop_at_eos=False,
+                              sampling=Sampling(temperature=0.0))
+    at, kept = 0, []
+    for event in run_strategy("draft", Models(target, draft), prompt, settings):
+        if isinstance(event, Round) and event.drafted and at < 24:
+            kept.append((at, event.accepted == 1))
+            at += len(event.tokens)
+    assert len(kept) >= 12 and {False, True} <= set(right)  # both verdicts, so it can fail
+    assert all(right[position] == verdict for position, verdict in kept)
+
+
+def test_no_hope_where_no_k_past_one_pays_on_ordinary_text() -> None:
+    """Priced by the calibration, k = 1 at the poor survival makes 1.2 tokens for 1.2
+    steps, k = 2 1.24 for 1.4 (0.89x): every k past one is more than 10 % slower, so
+    ``auto`` hopes for none; with good guesses, or none judged, it keeps its budget."""
+    costs = calibration(POOR).drafting_costs("draft")
+    assert hope_budget(8, costs, POOR) == 0.0
+    assert hope_budget(8, costs, GOOD) == HOPE_BUDGET
+    assert hope_budget(8, costs, None) == HOPE_BUDGET
+    assert hope_budget(8, None, POOR) == HOPE_BUDGET  # nothing to price it by
+
+    def hopeful(typical: tuple[float, ...]) -> int:
+        # Three rounds in five keep every draft: a run that hopes deeper at once.
+        policy = AdaptiveLength(8, costs, typical)
+        policy.expect_guesses()
+        choices = feed(policy, 0.6, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
+                       rounds=24, bonus=True)
+        return sum(c.hoped for c in choices)
+
+    assert hopeful(GOOD) >= 3
+    assert hopeful(POOR) == 0
+
+
+def test_the_draft_model_takes_the_calibrations_guesses_and_other_drafters_do_not() -> None:
+    settings = DecodeSettings(num_draft_tokens=AUTO, mtp_depth=AUTO, ngram_k=AUTO)
+    poor = calibration(POOR)
+    assert draft_length(settings, "draft", poor).hope_budget == 0.0
+    assert draft_length(settings, "mtp", poor).hope_budget == HOPE_BUDGET
+    assert draft_length(settings, "ngram", poor).hope_budget == HOPE_BUDGET
+
+
+@pytest.mark.parametrize("survival", ["most", [1.2], [0.2, 0.5], [], [0.5] * 17, [None]])
+def test_a_cached_survival_that_is_not_one_makes_the_file_ignored(survival) -> None:
+    record = {**calibration(GOOD).to_dict(), "guess_survival": survival}
+    assert Calibration.from_dict(record) is None
+
+
+def test_the_survival_round_trips_and_older_files_load_without_it() -> None:
+    cal = calibration(GOOD)
+    assert Calibration.from_dict(orjson.loads(orjson.dumps(cal.to_dict()))) == cal
+    older = cal.to_dict()
+    del older["guess_survival"]
+    assert Calibration.from_dict(older) == replace(cal, guess_survival=None)
+
+
+def test_calibrate_reports_the_guesses_and_what_auto_makes_of_them() -> None:
+    from specdeck.calibrate_command import report
+
+    text = "\n".join(report(calibration(POOR), 0.6))
+    assert "right at 20% of tokens; survival by position 20% 4% 1% 0%" in text
+    assert "auto will not hope for deeper drafts" in text
+    text = "\n".join(report(calibration(GOOD), 0.6))
+    assert "right at 80% of tokens" in text and "auto may hope" in text
+    assert "greedy guesses" not in "\n".join(report(calibration(None), 0.6))
