@@ -479,3 +479,36 @@ async def test_the_fetch_hint_leads_the_status_line_but_not_a_race(tiny_family):
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         assert str(app.query_one("#status").render()).startswith("measured")
+
+
+@run_async
+async def test_the_footer_shows_only_keys_that_fit_whole(tiny_family):
+    """Textual's footer cut its last key mid-word at 80 columns ("x Rejecte"), and at 160
+    ("q Qu"): the footer leaves out, from the end, the keys that do not fit whole, and
+    shows them again when the terminal widens. Paired keys share a label."""
+    from textual.widgets._footer import FooterKey
+
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+
+    def footer_line() -> str:
+        return screen_text(app).splitlines()[-1]
+
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        footer = app.screen.query_one("FittingFooter")
+        shown = [k for k in footer.query(FooterKey) if k.display]
+        assert 3 <= len(shown) < len(footer.query(FooterKey))
+        assert all(k.region.right <= footer.region.right for k in shown)
+        line = footer_line()
+        assert line.lstrip().startswith("? Help") and "Step/back" in line
+        assert "Quit" not in line and "^p palette" in line
+        assert all(k.description in line for k in shown)
+        await pilot.resize_terminal(220, 60)
+        await pilot.pause()
+        await pilot.pause()
+        assert all(k.display for k in footer.query(FooterKey))
+        assert "q Quit" in footer_line() and "-+ Speed" in footer_line()
+        await pilot.resize_terminal(80, 24)
+        await pilot.pause()
+        await pilot.pause()
+        assert footer_line() == line

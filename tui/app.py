@@ -29,7 +29,7 @@ from textual.binding import Binding
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.timer import Timer
-from textual.widgets import Footer, Header
+from textual.widgets import Header
 
 from specdeck.engines.catalog import token_decoder
 from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
@@ -50,6 +50,7 @@ from specdeck.session_store import default_sessions_dir, why_not
 from specdeck.tui.commands import SpecdeckCommands
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
+from specdeck.tui.fitting_footer import FittingFooter
 from specdeck.tui.fixed_text import FixedText
 from specdeck.tui.glossary_screen import GlossaryScreen
 from specdeck.tui.help_screen import HelpScreen
@@ -164,6 +165,13 @@ class ReplaySource:
         app.start_race()
 
 
+#: Keys that share one label in the footer (``n b Step/back``): sixteen bindings, each
+#: with its own, did not fit 80 columns.
+STEPPING = Binding.Group("Step/back", compact=True)
+SPEED = Binding.Group("Speed", compact=True)
+DRAFTS = Binding.Group("k∓1", compact=True)
+
+
 class SpecdeckApp(LiteralNotify, App[None]):
     """Compare strategies live (``request``) or replay saved runs (``traces``)."""
 
@@ -176,45 +184,49 @@ class SpecdeckApp(LiteralNotify, App[None]):
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
     #: Each binding's tooltip is its help line (the footer's hover, the help screen and
-    #: the command palette show it). ``?`` comes first: a narrow footer still shows it.
+    #: the command palette show it). The footer shows as many as fit whole, in this
+    #: order (``tui.fitting_footer``): ``?`` first, then the keys that watch and teach
+    #: a run; the help screen lists every one.
     BINDINGS = [
         Binding("question_mark,f1", "help", "Help", key_display="?", id="specdeck.help",
                 tooltip="every key, and what the token styles mean"),
+        Binding("space", "pause", "Pause", key_display="space", id="specdeck.pause",
+                tooltip="hold the panes still (a live run goes on being measured)"),
+        Binding("n", "step", "Step", id="specdeck.step", group=STEPPING,
+                tooltip="show one more round in the focused pane (tab moves focus)"),
+        Binding("b", "back", "Back", id="specdeck.back", group=STEPPING,
+                tooltip="show one round fewer in the focused pane"),
+        Binding("i", "inspector", "Inspect", id="specdeck.inspector",
+                tooltip="the round inspector: drafts, q and p, why each was accepted, "
+                "alternatives, rollback"),
+        Binding("k", "cost_view", "Why this k", id="specdeck.cost_view",
+                tooltip="what a round costs, the expected tokens per k and the best k"),
+        Binding("x", "toggle_rejected", "Rejected", id="specdeck.toggle_rejected",
+                tooltip="hide or show rejected drafts"),
+        Binding("g", "race", "Race", id="specdeck.race",
+                tooltip="replay every pane from its own t = 0 on one clock: their true "
+                "relative speed"),
         Binding("r", "restart", "Restart", id="specdeck.restart",
                 tooltip="measure every strategy again (a saved session: race it again)"),
         Binding("c", "cancel", "Cancel", id="specdeck.cancel",
                 tooltip="stop the run at once, keeping what streamed (saved as a partial "
                 "session), or stop the race"),
-        Binding("space", "pause", "Pause", key_display="space", id="specdeck.pause",
-                tooltip="hold the panes still (a live run goes on being measured)"),
-        Binding("n", "step", "Step", id="specdeck.step",
-                tooltip="show one more round in the focused pane (tab moves focus)"),
-        Binding("b", "back", "Back", id="specdeck.back",
-                tooltip="show one round fewer in the focused pane"),
-        Binding("x", "toggle_rejected", "Rejected", id="specdeck.toggle_rejected",
-                tooltip="hide or show rejected drafts"),
-        Binding("i", "inspector", "Inspect", id="specdeck.inspector",
-                tooltip="the round inspector: drafts, q and p, why each was accepted, "
-                "alternatives, rollback"),
-        Binding("j", "jump", "Jump to round", show=False, id="specdeck.jump",
-                tooltip="go to a round by its number"),
-        Binding("k", "cost_view", "Why this k", id="specdeck.cost_view",
-                tooltip="what a round costs, the expected tokens per k and the best k"),
-        Binding("g", "race", "Race", id="specdeck.race",
-                tooltip="replay every pane from its own t = 0 on one clock: their true "
-                "relative speed"),
-        Binding("minus", "slower", "Slower", key_display="-", id="specdeck.slower",
-                tooltip="race slower (down to 0.25x)"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+", id="specdeck.faster",
-                tooltip="race faster (up to 10x)"),
-        Binding("left_square_bracket", "fewer_drafts", "k-1", key_display="[",
-                id="specdeck.fewer_drafts", tooltip="one draft fewer per round, and measure again"),
-        Binding("right_square_bracket", "more_drafts", "k+1", key_display="]",
-                id="specdeck.more_drafts", tooltip="one draft more per round, and measure again"),
         Binding("s", "settings", "Settings", id="specdeck.settings",
                 tooltip="prompt, models, strategies, k, depth, n, sampling, max tokens, seed"),
         Binding("o", "sessions", "Sessions", id="specdeck.sessions",
                 tooltip="saved runs and sweeps: open, rename, delete, diff two"),
+        Binding("minus", "slower", "Slower", key_display="-", id="specdeck.slower", group=SPEED,
+                tooltip="race slower (down to 0.25x)"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", id="specdeck.faster",
+                group=SPEED,
+                tooltip="race faster (up to 10x)"),
+        Binding("left_square_bracket", "fewer_drafts", "k-1", key_display="[", group=DRAFTS,
+                id="specdeck.fewer_drafts", tooltip="one draft fewer per round, and measure again"),
+        Binding("right_square_bracket", "more_drafts", "k+1", key_display="]", group=DRAFTS,
+                id="specdeck.more_drafts", tooltip="one draft more per round, and measure again"),
+        Binding("q", "quit", "Quit", id="specdeck.quit", tooltip="leave specdeck"),
+        Binding("j", "jump", "Jump to round", show=False, id="specdeck.jump",
+                tooltip="go to a round by its number"),
         Binding("d", "diff_panes", "Diff panes", show=False, id="specdeck.diff_panes",
                 tooltip="diff the focused pane with the first: first divergence, token "
                 "edits, statistics side by side"),
@@ -231,7 +243,6 @@ class SpecdeckApp(LiteralNotify, App[None]):
                 priority=True, id="specdeck.palette",
                 tooltip="every action by name, with its key and help line; the strategy "
                 "presets; a screenshot"),
-        Binding("q", "quit", "Quit", id="specdeck.quit", tooltip="leave specdeck"),
     ]
 
     #: Where the app is (its watcher stops a race that is left).
@@ -370,7 +381,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         with Panes(id="panes"):
             yield from self._new_panes()
         yield RoundInspector(id="inspector", classes="-hidden")
-        yield Footer()
+        yield FittingFooter()
 
     @property
     def panes(self) -> list[StrategyPane]:

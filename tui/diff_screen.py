@@ -17,13 +17,14 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from specdeck.engines.events import Trace
 from specdeck.engines.formatting import plural, setting_text, stats_table
 from specdeck.diff import DiffReport, PaneDiff
 from specdeck.literal import literal
 from specdeck.visible import printable
+from specdeck.tui.fitting_footer import FittingFooter
 
 #: Equal tokens kept on each side of an edit; longer equal stretches are cut short.
 CONTEXT = 12
@@ -171,4 +172,4 @@ class DiffScreen(ModalScreen[None]):
                 if runs:
                     yield TokenDiff(runs, id=f"diff-tokens-{i}", classes="diff-tokens")
                 yield Static(stats_grid(pane), id=f"diff-stats-{i}")
-        yield Footer()
+        yield FittingFooter()

@@ -10,9 +10,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static
+from textual.widgets import Static
 
 from specdeck.tui.glossary import glossary_table
+from specdeck.tui.fitting_footer import FittingFooter
 
 INTRO = (
     "Strategies run one after another (each with the machine to itself, after a warm-up) "
@@ -69,4 +70,4 @@ class HelpScreen(ModalScreen[None]):
             yield Static(bindings_table([*self.listed, *FOCUS_KEYS]))
             yield Static("Glossary (w opens it alone)", classes="dialog-title help-glossary")
             yield Static(glossary_table())
-        yield Footer()
+        yield FittingFooter()

@@ -21,7 +21,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.events import Resize
 from textual.message import Message
 from textual.screen import ModalScreen
-from textual.widgets import Button, DataTable, Footer, Input, Label, Static
+from textual.widgets import Button, DataTable, Input, Label, Static
 
 from specdeck.diff import DiffError, diff_sessions
 from specdeck.literal import literal
@@ -38,6 +38,7 @@ from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.pane import pane_detail
 from specdeck.tui.sweep_view import SweepScreen
 from specdeck.tui.safe_text import ControlPictures
+from specdeck.tui.fitting_footer import FittingFooter
 
 #: Prompt lines shown in the preview, and characters of each (a line may be megabytes).
 PROMPT_LINES = 6
@@ -226,7 +227,7 @@ class SessionBrowser(ModalScreen["Session | None"]):
                 with VerticalScroll(id="session-preview-scroll"):
                     yield Static("", id="session-preview")
             yield Static("", id="sessions-status", markup=False)
-        yield Footer()
+        yield FittingFooter()
 
     def on_mount(self) -> None:
         self.reload()

@@ -14,7 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Footer, Input, Label, Select, Static, TextArea
+from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from specdeck.engines.config import field_default, parse_draft_count
 from specdeck.engines.errors import SettingsError
@@ -25,6 +25,7 @@ from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
 from specdeck.tui.safe_text import ControlPictures
 from specdeck.visible import pictured
+from specdeck.tui.fitting_footer import FittingFooter
 
 #: Form fields: (id, label, how to read it).
 NUMBERS = (
@@ -207,7 +208,7 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
             with Horizontal(id="settings-buttons"):
                 yield Button("Apply and restart", id="apply", variant="primary")
                 yield Button("Cancel", id="cancel")
-        yield Footer()
+        yield FittingFooter()
 
     @on(Select.Changed, "#prompt-picker")
     def _pick_prompt(self, event: Select.Changed) -> None:

@@ -12,7 +12,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from specdeck.chart import auto_levels, series_of
 from specdeck.literal import literal
@@ -20,6 +20,7 @@ from specdeck.sweep_file import COLUMNS, Sweep, cell_row, why_lines
 from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.speedup_chart import SpeedupChart
 from specdeck.visible import visible
+from specdeck.tui.fitting_footer import FittingFooter
 
 
 class SweepScreen(Screen[None]):
@@ -60,7 +61,7 @@ class SweepScreen(Screen[None]):
                          id="sweep-why-title")
             yield Static(literal("\n".join(why_lines(sweep.cells)) or "no speculative cells"),
                          id="sweep-why")
-        yield Footer()
+        yield FittingFooter()
 
     def action_close(self) -> None:
         if len(self.app.screen_stack) > 1:
