@@ -60,7 +60,7 @@ def record(family: str, name: str, tokens: int) -> dict:
 
     pair = require_family(family)
     text = prompt_text(name)
-    key = hashlib.sha256(f"{family}\0{tokens}\0{text}".encode()).hexdigest()[:16]
+    key = hashlib.sha256(f"{family}\0{tokens}\0{text}\0guess_probe".encode()).hexdigest()[:16]
     path = RECORDS / f"{key}.json"
     calibration = load_calibration(pair.target, pair.draft)
     if calibration is None:
@@ -87,13 +87,12 @@ def model_store():
 
 
 def guesses_right(pair, text: str, tokens: int) -> list[bool]:
-    import mlx.core as mx
-
+    """The draft's guesses as ``specdeck calibrate`` judges them (``engines.guess_probe``:
+    through the draft's own output layer, cut down where its folder lists its tokens)."""
     from specdeck.engines.compare import encode_prompt
-    from specdeck.engines.config import AUTO, DecodeSettings
-    from specdeck.engines.events import Round
+    from specdeck.engines.config import AUTO
+    from specdeck.engines.guess_probe import guesses_right as judged
     from specdeck.engines.requests import SweepPrompt, SweepRequest
-    from specdeck.engines.strategies import run_strategy
     from specdeck.engines.sweep import sweep_models
 
     request = SweepRequest(target=pair.target, draft=pair.draft,
@@ -101,12 +100,7 @@ def guesses_right(pair, text: str, tokens: int) -> list[bool]:
                            ks=[AUTO], reps=1, max_tokens=tokens)
     models = sweep_models(request, model_store())
     prompt = list(encode_prompt(models.target.tokenizer, text))
-    settings = DecodeSettings(max_tokens=tokens, num_draft_tokens=0, stop_at_eos=False)
-    output = [t for event in run_strategy("plain", models, prompt, settings)
-              if isinstance(event, Round) for t in event.tokens]
-    logits = models.draft.model(mx.array(prompt + output)[None])
-    guesses = mx.argmax(logits[0], axis=-1).tolist()
-    return [guesses[len(prompt) - 1 + j] == token for j, token in enumerate(output)]
+    return judged(models.target, models.draft, prompt, tokens)
 
 
 def load_module(path: str) -> ModuleType:
