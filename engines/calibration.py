@@ -60,17 +60,6 @@ class Timing:
     seconds: float
     spread: float
 
-    def typical_best_k(self) -> tuple[int, float] | None:
-        """The draft model's best k on ordinary text (``guess_survival``) and its
-        predicted speedup; k = 0 (1.00x) when no k beats plain decoding there; None
-        when its guesses were not judged."""
-        if not self.guess_survival or "draft" not in self.proposers:
-            return None
-        model = self.cost_model("draft", survival=self.guess_survival)
-        k = model.best_k()
-        speed = model.predicted(k)
-        return (k, speed) if speed > 1.0 else (0, 1.0)
-
     def to_dict(self) -> dict:
         return {"seconds": self.seconds, "spread": self.spread}
 
@@ -231,10 +220,7 @@ class Calibration:
     def best_k(self, proposer: str, acceptance: float) -> tuple[int, float]:
         """The k (1..16) predicted fastest at ``acceptance`` and its speedup; k = 0 (plain
         decoding, 1.00x) when no k beats plain."""
-        model = self.cost_model(proposer, acceptance)
-        k = model.best_k()
-        speed = model.predicted(k)
-        return (k, speed) if speed > 1.0 else (0, 1.0)
+        return fastest_or_plain(self.cost_model(proposer, acceptance))
 
     def typical_best_k(self) -> tuple[int, float] | None:
         """The draft model's best k on ordinary text (``guess_survival``) and its
@@ -242,10 +228,7 @@ class Calibration:
         when its guesses were not judged."""
         if not self.guess_survival or "draft" not in self.proposers:
             return None
-        model = self.cost_model("draft", survival=self.guess_survival)
-        k = model.best_k()
-        speed = model.predicted(k)
-        return (k, speed) if speed > 1.0 else (0, 1.0)
+        return fastest_or_plain(self.cost_model("draft", survival=self.guess_survival))
 
     def to_dict(self) -> dict:
         return {
@@ -293,6 +276,13 @@ class Calibration:
                    data["draft_identity"], tuple(timings), steps[0], steps[1], reps,
                    data["measured"], steps[2], steps[3],
                    tuple(float(v) for v in survival) if survival else None)
+
+
+def fastest_or_plain(model: CostModel) -> tuple[int, float]:
+    """``model``'s best k and its predicted speedup; k = 0 (1.00x) when none beats plain."""
+    k = model.best_k()
+    speed = model.predicted(k)
+    return (k, speed) if speed > 1.0 else (0, 1.0)
 
 
 def is_survival(values: Any) -> bool:

@@ -118,12 +118,14 @@ HOPE_BUDGET = 2.0
 #: What a round past the best k would gain is a gamble, and for some pairs a poor one:
 #: where on ordinary text (the calibration's ``guess_survival``) every k past one is
 #: predicted this much slower than plain steps or k = 1, hope is not spent at all (a
-#: margin, as the calibration and a short probe can be off: a pair on the edge keeps it). Replayed (``bench/auto_replay.py``, 20 seeds, 24 prompts,
-#: 22 of them other than the two the survival is judged on): smollm2, whose 135M target
-#: and two-layer draft agree on about a third of tokens, +0.3..+0.6 % on average at 128
-#: and 256 tokens, at this CPU's costs and at a Mac's, apology +2.3..+2.7 %, within
-#: 5 % of the best fixed k on 23-24 prompts of 24 (21-24 before); the demo pair, whose
-#: best k on ordinary text is 3-4, unchanged (without hope it lost 5 % there).
+#: margin, as the calibration and a short probe can be off: a pair on the edge keeps
+#: it). Replayed (``bench/auto_replay.py``, 20 seeds, 24 prompts, 22 of them other than
+#: the two the survival is judged on): smollm2, whose 135M target and two-layer draft
+#: agree on about a third of tokens, at this CPU's costs +0.65 % on average at 128
+#: tokens and +0.40 % at 256 (apology +2.7 %, timer +2.1 %, lower nowhere), within 5 %
+#: of the best fixed k on 24 prompts of 24 (22 and 23 before); at a Mac's costs, where
+#: k = 2 comes within 10 % of k = 1, unchanged; the demo pair, whose best k on ordinary
+#: text is 4, unchanged (without hope it lost 5 % there).
 HOPELESS = 0.9
 #: Hope while drafting only from a k whose rounds are predicted to keep at least this
 #: many drafts: a hopeful round judges the positions past the best k only when all of

@@ -26,7 +26,6 @@ from specdeck.engines.loading import LoadedModel
 from specdeck.engines.strategies import Models, run_strategy
 
 
-
 def guesses_right(target: LoadedModel, draft: LoadedModel, prompt: list[int],
                   tokens: int = GUESS_TOKENS) -> list[bool]:
     """Whether the draft's greedy guess at each token of the target's greedy output to
