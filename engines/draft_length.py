@@ -17,7 +17,9 @@ It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``)
 rejections at a text's hard start are not enough; what that hope may cost a run is
 bounded (``HOPE_BUDGET``). While it drafts, the same doubt of the positions past its k
 sends it deeper at once, from the same budget (charged against the best k's rate), from
-a k whose rounds keep half a draft or more (``HOPE_KEPT``). At
+a k whose rounds keep half a draft or more (``HOPE_KEPT``); hope reaches one position
+past the deepest judged, or any k once drafts are judged half the most deep
+(``HOPE_ANY``). At
 temperature 0 a draft model needs neither the exploring rounds nor the hope while it
 stands at 0: every ``GUESS_EVERY`` plain steps (less often while they keep it there) it
 catches up with its output layer on each token they produced, and its greedy guess at
@@ -134,6 +136,18 @@ HOPELESS = 0.9
 #: prompt): +0.4..+1.5 % on 9 of 11 prompts, stack -0.7 %; the demo, where the best k
 #: keeps more, unchanged.
 HOPE_KEPT = 0.5
+#: Hope reaches one position past the deepest judged, until drafts have been judged
+#: this share of the most drafts deep: then, with no hopeful round in flight, any k.
+#: A verify pass's cost need not grow evenly with its length (this CPU's calibration:
+#: a pass of 13 tokens 0.25 plain steps above one of 12, of 17 only 0.07 above 16), so
+#: a climb one position at a time can stop at a k the next few do not beat (the demo's
+#: copied letter stood at k = 10-11, 0.93 of k = 16); one such round at a time, as two
+#: of 16 drafts in flight on a text that turned lost 9 plain steps (the demo's queue).
+#: Replayed (20 seeds): the demo +0.9..+1.5 % on average on 24 prompts (within 5 % of
+#: the best fixed k on 19 -> 20, 22 -> 24 of them at this CPU's costs), +1.0..+1.3 % on 8
+#: written after it; smollm2 within 0.03 %. 0.25 lost 0.5-7 %; 0.375-0.625 within 0.7 %.
+#: See "Hope past the next position" in docs/auto-k.md.
+HOPE_ANY = 0.5
 #: At temperature 0, while it stands at plain steps, the draft model's greedy guesses
 #: over every this many plain steps' tokens are judged (``observe_guesses``); each
 #: judging that leaves it at plain steps doubles the wait, up to ``GUESS_MOST``: a
@@ -506,11 +520,15 @@ class AdaptiveLength:
     def hope(self) -> int:
         """The k that would pay most were each position's acceptance ``OPTIMISM``
         standard errors higher, at most one position past the deepest judged (hope
-        spent on positions no draft reaches would never run out); the best k on the
-        estimates once the drafts judged rule every deeper one out."""
+        spent on positions no draft reaches would never run out) until half of the most
+        drafts are judged (``HOPE_ANY``); the best k on the estimates once the drafts
+        judged rule every deeper one out."""
         frontier = sum(1 for n in self.judged if n) + 1
         hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
-        return fastest(hopeful, range(min(len(hopeful), frontier + 1)))
+        reach = frontier + 1
+        if frontier >= HOPE_ANY * self.most and not self.hoping:
+            reach = len(hopeful)
+        return fastest(hopeful, range(min(len(hopeful), reach)))
 
     def choose(self) -> LengthChoice:
         choice = self._choose()
