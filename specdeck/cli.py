@@ -212,6 +212,31 @@ class Parser(argparse.ArgumentParser):
                 self.error(visible(hint, MESSAGE_CHARS))
         super()._check_value(action, value)
 
+    def parse_args(self, args=None, namespace=None):  # type: ignore[override]
+        # argparse's own says only "unrecognized arguments: --headless" for a command's
+        # flag given before the command's name (or with none).
+        namespace, extras = self.parse_known_args(args, namespace)
+        if extras:
+            hint = self._flag_before_command(extras[0], getattr(namespace, "command", None))
+            self.error(visible(hint, MESSAGE_CHARS) if hint
+                       else f"unrecognized arguments: {' '.join(extras)}")
+        return namespace
+
+    def _commands(self) -> dict[str, argparse.ArgumentParser]:
+        return next((action.choices for action in self._actions
+                     if isinstance(action, argparse._SubParsersAction)), {})
+
+    def _flag_before_command(self, word: str, command: str | None) -> str | None:
+        """How to write a command's option that was given before the command's name
+        (``command``, or none); None when no command has it."""
+        option, _, value = word.partition("=")
+        if not option.startswith("-"):
+            return None
+        owners = [name for name, parser in self._commands().items()
+                  if option in parser._option_string_actions]
+        owners.sort(key=lambda name: name != command)
+        return self._command_option_hint(option, [word] if value else [option], owners)
+
     def _misplaced_option(self, rejected: str,
                           commands: dict[str, argparse.ArgumentParser]) -> str | None:
         """Which commands have the option whose value ``rejected`` is, and how to write
@@ -222,11 +247,15 @@ class Parser(argparse.ArgumentParser):
                        and option not in self._option_string_actions), None)
         owners = [name for name, parser in commands.items()
                   if getattr(parser._option_string_actions.get(option), "nargs", 0) != 0]
+        return self._command_option_hint(option, [option, rejected], owners)
+
+    def _command_option_hint(self, option: str | None, written: list[str],
+                             owners: list[str]) -> str | None:
         if not owners:
             return None
         others = f" (or {', '.join(owners[1:])})" if owners[1:] else ""
         return (f"{option} is an option of a command: "
-                f"{shlex.join([self.prog, owners[0], option, rejected])}{others}")
+                f"{shlex.join([self.prog, owners[0], *written])}{others}")
 
 
 def _version() -> str:

@@ -212,11 +212,20 @@ def test_the_models_named_before_a_command_are_the_ones_it_runs(command: str) ->
      "specdeck compare --target 'my model' (or sweep, calibrate)"),
     (["--family", "demo", "demo"], "argument command: invalid choice: 'demo'"),
     (["--headless", "x.txt"], "argument command: invalid choice: 'x.txt'"),
+    (["--headless"], "--headless is an option of a command: specdeck compare --headless "
+     "(or replay)"),
+    (["--family", "demo", "--quiet", "compare"], "--quiet is an option of a command: "
+     "specdeck compare --quiet"),
+    (["--headless", "replay", "s.json"], "--headless is an option of a command: "
+     "specdeck replay --headless (or compare)"),
+    (["--max-tokens=5"], "--max-tokens is an option of a command: specdeck compare "
+     "--max-tokens=5 (or sweep)"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_a_commands_option_before_any_command_names_its_commands(words, says, capsys) -> None:
     """``specdeck --prompt x.txt`` said "invalid choice: 'x.txt'", which reads as if the
-    file were wrong; a word that follows no command's option (or a flag) is still just
-    no command's name."""
+    file were wrong, and ``specdeck --headless`` only "unrecognized arguments"; a word
+    that follows no command's option (or a flag) is still just no command's name."""
     with pytest.raises(SystemExit) as exit:
         main(words)
     assert exit.value.code == 2
