@@ -167,9 +167,9 @@ class ReplaySource:
 
 #: Keys that share one label in the footer (``n b Step/back``): sixteen bindings, each
 #: with its own, did not fit 80 columns.
-STEPPING = Binding.Group("Step/back", compact=True)
-SPEED = Binding.Group("Speed", compact=True)
-DRAFTS = Binding.Group("k∓1", compact=True)
+STEPPING = Binding.Group("Step/back")
+SPEED = Binding.Group("Speed")
+DRAFTS = Binding.Group("k∓1")
 
 
 class SpecdeckApp(LiteralNotify, App[None]):
