@@ -145,7 +145,7 @@ def speedup_chart_svg(cells: list[dict], title: str = "Speedup over plain decodi
     out.append(f'<text x="{LEFT + plot_w - 4}" y="{py(1.0) - 5:.1f}" text-anchor="end">break-even</text>')
     out.append(
         f'<text x="{LEFT + plot_w / 2}" y="{HEIGHT - 14}" text-anchor="middle">'
-        "drafts per round (k, MTP depth)</text>"
+        "drafts per round (k, MTP depth), log scale</text>"
     )
     out.append(
         f'<text transform="translate(18 {TOP + plot_h / 2}) rotate(-90)" text-anchor="middle">'

@@ -281,7 +281,8 @@ def test_the_text_chart_puts_each_point_at_its_speedup_and_marks_break_even():
     even = row_of(chart.lines, "1.00")
     assert even.count(BREAK_EVEN) > 30  # the break-even line crosses the plot
     assert BREAK_EVEN not in "".join(plot[:3])
-    assert chart.lines[13].split() == ["1", "2", "4"]
+    assert chart.lines[13].split() == ["1", "2", "4"]  # evenly spaced: a log scale, said
+    assert chart.lines[14].strip() == "drafts per round (k, MTP depth), log scale"
     assert chart.legend == ["● code: draft", "■ prose: mtp",
                             "┄┄ break-even (1.00x plain): above it speculation wins"]
 

@@ -124,7 +124,7 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
         for j, ch in enumerate(str(x)):
             x_labels[min(col + j, len(x_labels) - 1)] = ch
     lines.append(" " * _LABEL + "".join(x_labels).rstrip())
-    lines.append(" " * _LABEL + "drafts per round (k, MTP depth)")
+    lines.append(" " * _LABEL + "drafts per round (k, MTP depth), log scale")
     legend = [f"{MARKERS[i % len(MARKERS)]} {visible(name)}" for i, name in enumerate(series)]
     legend_owners: list[int | None] = list(range(len(series)))
     for name, speedup in levels.items():
