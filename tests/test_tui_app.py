@@ -507,8 +507,17 @@ async def test_the_footer_shows_only_keys_that_fit_whole(tiny_family):
         await pilot.pause()
         await pilot.pause()
         assert all(k.display for k in footer.query(FooterKey))
-        assert "q Quit" in footer_line() and "-+ Speed" in footer_line()
+        assert "q Quit" in footer_line() and "- + Speed" in footer_line()
         await pilot.resize_terminal(80, 24)
         await pilot.pause()
         await pilot.pause()
         assert footer_line() == line
+        for key in ("tab", "k"):  # other bindings: the footer composed anew, fitted again
+            await pilot.press(key)
+            await pilot.pause()
+            await pilot.pause()
+            footer = next(screen.query_one("FittingFooter") for screen
+                          in reversed(app.screen_stack) if screen.query("FittingFooter"))
+            shown = [k for k in footer.query(FooterKey) if k.display]
+            assert all(k.region.right <= footer.region.right for k in shown), key
+            assert all(k.description in footer_line() for k in shown), key

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from textual.events import Resize
 from textual.widgets import Footer
-from textual.widgets._footer import FooterLabel
+from textual.widgets._footer import FooterKey, FooterLabel
+
+
+#: Seconds between looks at a footer whose keys are not laid out yet, and how many.
+LAYOUT_WAIT, LAYOUT_WAITS = 0.05, 40
 
 
 class FittingFooter(Footer):
     """A footer that leaves out, from the end, the keys its width cannot show whole
     (Textual's cuts the last one mid-word: "x Rejecte"). The bindings come in order of
     use, ``?`` first, and the help screen lists every key."""
+
+    _waits = 0
 
     async def recompose(self) -> None:
         await super().recompose()
@@ -23,6 +29,16 @@ class FittingFooter(Footer):
 
     def _fit(self) -> None:
         children = list(self.children)
+        if not all(c.virtual_region.width for c in children if isinstance(c, FooterKey)):
+            # Not laid out yet: composed anew under a screen pushed over this one (the
+            # keys of a modal's bindings), where a fit now found every key at 0 and
+            # showed them all, the last cut ("x Reje"). Fitted once they are (a screen
+            # never drawn again is left: coming back, it composes its keys anew).
+            self._waits += 1
+            if self._waits <= LAYOUT_WAITS:
+                self.set_timer(LAYOUT_WAIT, self._fit)
+            return
+        self._waits = 0
         palette = [c for c in children if c.has_class("-command-palette")]
         room = self.size.width - sum(c.outer_size.width for c in palette)
         units: list[list] = []  # a key, or a group's keys and its label
