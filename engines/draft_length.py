@@ -93,6 +93,16 @@ START, TRIALS = 2, 4
 #: draft judges one position: after a hard start auto sat at plain steps where only a
 #: long k pays.)
 GUESSED_START, TRIALS_MOST = 1, 8
+#: The first tries where, priced by the calibration, plain steps beat every k at the
+#: drafter's survival on ordinary text (``Calibration.guess_survival``), and the draft's
+#: guesses over plain steps are judged: two rounds (the loop's first choice serves both),
+#: as those guesses judge drafts for a fraction of a plain step and four tries of one
+#: draft cost such a pair up to 1.9 plain steps (smollm2 here), most of what auto lost
+#: where every k loses (1.3-4.1 % of a 128-token run). Replayed on smollm2 at this CPU's costs (32 % of guesses right; 20 seeds):
+#: +0.42 % at 128 tokens and +0.20 % at 256 on 24 prompts (worst thanks -1.5 %), +0.49
+#: and +0.33 % on 8 written after (worst -0.3 %), within 5 % on all, as before; the
+#: demo pair and smollm2 at a Mac's costs (k = 1 beats plain there) unchanged.
+PLAIN_TRIALS = 2
 #: How many observations' worth the pooled acceptance weighs in at each position.
 PRIOR_WEIGHT = 2.0
 #: Standard errors above its estimate that each position's acceptance may be before
@@ -271,6 +281,8 @@ class AdaptiveLength:
         #: calibration, every k past one is ``HOPELESS`` at the drafter's ``typical``
         #: survival on ordinary text (``Calibration.guess_survival``).
         self.hope_budget = hope_budget(most, self.prior, typical)
+        #: Whether plain steps beat every k at that survival (``PLAIN_TRIALS``).
+        self.plain_typical = max(typical_speeds(most, self.prior, typical) or (1.0,)) < 1.0
         #: Per position: faded counts of drafting rounds that reached it (every draft
         #: before it accepted) and of those that kept it.
         self.reached = [0.0] * most
@@ -542,9 +554,10 @@ class AdaptiveLength:
         if not self.tried:
             tried = self.drafting_rounds + (self.in_flight > 0)
             growing = self.next_try > GUESSED_START and self.guessed and tried < TRIALS_MOST
-            if (tried < TRIALS or growing) and self.could_pay():
+            trials = PLAIN_TRIALS if self.plain_typical and self.guessed else TRIALS
+            if (tried < trials or growing) and self.could_pay():
                 return LengthChoice(min(self.next_try, self.most))
-            self.tried = tried >= TRIALS
+            self.tried = tried >= trials
         predicted = self.predictions()
         speed = [tokens / cost for tokens, cost in predicted]
         if self.tried and not self.one_token.count and max(speed) < TRUST_CALIBRATION:
@@ -593,18 +606,26 @@ class AdaptiveLength:
         return LengthChoice(k, tokens, cost, explored, hoped, held)
 
 
+def typical_speeds(most: int, prior: tuple[float, tuple[float, ...]] | None,
+                   typical: tuple[float, ...] | None) -> tuple[float, ...] | None:
+    """The speedup over plain steps of each k from 1 to ``most`` at the drafter's
+    ``typical`` survival on ordinary text, priced by a calibration's draft step and
+    verify passes (``prior``); None without either."""
+    if not typical or prior is None or len(prior[1]) <= most:
+        return None
+    survival = tuple(typical[:most])
+    model = CostModel(survival, float(len(survival)), prior[0], prior[1][len(survival)],
+                      "plain steps", verify_passes=prior[1])
+    return tuple(model.predicted(k) for k in range(1, len(survival) + 1))
+
+
 def hope_budget(most: int, prior: tuple[float, tuple[float, ...]] | None,
                 typical: tuple[float, ...] | None) -> float:
     """The plain steps ``auto`` may lose hoping (``HOPE_BUDGET``): none where, priced by
     a calibration's draft step and verify passes (``prior``), every k from 2 to ``most``
     is ``HOPELESS`` at the ``typical`` survival."""
-    if not typical or prior is None or len(prior[1]) <= most:
-        return HOPE_BUDGET
-    survival = tuple(typical[:most])
-    model = CostModel(survival, float(len(survival)), prior[0], prior[1][len(survival)],
-                      "plain steps", verify_passes=prior[1])
-    shallow = max(1.0, model.predicted(1))
-    if all(model.predicted(k) < HOPELESS * shallow for k in range(2, len(survival) + 1)):
+    speeds = typical_speeds(most, prior, typical)
+    if speeds and all(speed < HOPELESS * max(1.0, speeds[0]) for speed in speeds[1:]):
         return 0.0
     return HOPE_BUDGET
 

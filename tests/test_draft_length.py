@@ -16,7 +16,7 @@ from specdeck.engines.config import (
 )
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -829,6 +829,26 @@ def test_with_the_drafts_guesses_the_first_tries_start_at_one_and_double() -> No
     # judges one position: START drafts for TRIALS rounds, kept whole or not.
     blind = first_tries(AdaptiveLength(16, calibration), lambda i, k: k, guesses=False)
     assert tries(blind) == [START] * TRIALS
+
+
+def test_where_plain_wins_on_ordinary_text_the_first_tries_are_two() -> None:
+    """A pair whose draft guesses a third of ordinary text right, where (priced by the
+    calibration) plain steps beat every k: with the draft's guesses judged, two tries,
+    not four, then plain steps (the guesses judge drafts from there); where k = 1 would
+    pay at that survival, or without the guesses, four as before."""
+    typical = (0.32, 0.1, 0.02) + (0.0,) * 13
+    costly = (0.25, tuple(1.0 + 0.42 * k for k in range(17)))
+    cheap = (0.05, tuple(1.0 + 0.02 * k for k in range(17)))
+    tries = lambda choices: [c.k for c in choices if c.k and c.tokens is None]  # noqa: E731
+    assert PLAIN_TRIALS == 2 < TRIALS
+    plain = AdaptiveLength(16, costly, typical)
+    assert plain.plain_typical
+    assert tries(first_tries(plain, lambda i, k: 0)) == [1] * PLAIN_TRIALS
+    pays = AdaptiveLength(16, cheap, typical)
+    assert not pays.plain_typical
+    assert tries(first_tries(pays, lambda i, k: 0)) == [1] * TRIALS
+    blind = AdaptiveLength(16, costly, typical)
+    assert tries(first_tries(blind, lambda i, k: 0, guesses=False)) == [START] * TRIALS
 
 
 def test_guesses_replace_the_rounds_that_tried_drafting_from_plain_steps() -> None:
