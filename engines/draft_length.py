@@ -688,7 +688,19 @@ def choice_words(event: Round) -> str | None:
         return f"auto chose a plain step: no k was predicted to pay for its cost{why}"
     gain = event.auto_tokens / event.auto_cost
     return (f"auto chose {drafts}: expects {event.auto_tokens:.2f} tokens for "
-            f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){why}")
+            f"{event.auto_cost:.2f} one-token passes ({times(gain)} a plain step){why}"
+            f"{cut_words(event)}")
+
+
+def cut_words(event: Round) -> str:
+    """Why a round drafted fewer than ``auto`` chose ("" when it drafted them all): the
+    run's token limit, or a prompt lookup whose copied text ran out first."""
+    drafted = len(event.drafted)
+    if event.auto_k is None or not 0 < drafted < event.auto_k:
+        return ""
+    why = ("the copied text ran out (or the token limit was near)"
+           if event.proposer == "ngram" else "the token limit left no room for more")
+    return f"; {drafted} drafted: {why}"
 
 
 def guess_words(event: Round) -> str | None:

@@ -613,6 +613,29 @@ def test_the_loop_records_which_rounds_were_hopeful(tiny_family, store, monkeypa
     assert not any("hoping" in choice_words(r) for r in rounds if not r.auto_hoped)
 
 
+class Deep(AdaptiveLength):
+    """``auto`` that chooses 8 drafts every round."""
+
+    def choose(self) -> LengthChoice:
+        return LengthChoice(8, 3.0, 2.0)
+
+
+def test_a_round_cut_by_the_token_limit_says_so(tiny_family, store, monkeypatch) -> None:
+    monkeypatch.setattr(draft, "draft_length", lambda *a, **kw: Deep(8))
+    models = Models(store.get(str(tiny_family["llama_target"])),
+                    store.get(str(tiny_family["llama_draft"])))
+    rounds = run("draft", models, greedy(num_draft_tokens=AUTO, max_tokens=12)).rounds
+    cut = [r for r in rounds if 0 < len(r.drafted) < 8]
+    assert cut, "the last rounds must meet the limit of 12 tokens"
+    for r in rounds:
+        words = choice_words(r)
+        if r in cut:
+            assert words.endswith(f"; {len(r.drafted)} drafted: the token limit left no "
+                                  "room for more")
+        else:
+            assert "drafted:" not in words
+
+
 @pytest.mark.parametrize("name", ["draft", "ngram"])
 def test_auto_equals_plain_and_records_its_choices(tiny_family, store, name) -> None:
     models = Models(store.get(str(tiny_family["llama_target"])),
