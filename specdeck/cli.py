@@ -116,7 +116,8 @@ def _add_run_options(p: argparse.ArgumentParser) -> None:
                    help="bound the KV cache (rotating window; default: unbounded)")
     p.add_argument("--alternatives", type=int, default=SETTINGS.alternatives,
                    help="record the target's top-N alternatives at each position "
-                   f"(0..{MAX_ALTERNATIVES}; default %(default)s)")
+                   f"(0..{MAX_ALTERNATIVES}; default %(default)s; the app records at "
+                   "least 5, which its inspector shows)")
     p.add_argument("--warmup-tokens", type=int,
                    default=field_default(CompareRequest, "warmup_tokens"),
                    help="tokens of the untimed warm-up run per strategy (0: none; "
