@@ -20,7 +20,7 @@ from typing import Any, Sequence
 import mlx.core as mx
 import mlx.nn as nn
 
-from specdeck.engines.decoding import forward, log_probs, output_layer, split_at_output
+from specdeck.engines.decoding import log_probs, output_layer, split_at_output
 from specdeck.engines.draft_vocab_file import read_listed_tokens
 
 
@@ -31,11 +31,46 @@ def read_draft_vocab(folder: Path, vocab_size: int) -> mx.array | None:
     return None if tokens is None else mx.array(tokens, mx.uint32)
 
 
-class DraftVocabulary:
+class WholeVocabulary:
+    """A draft step over the whole vocabulary: logits, log-probs and greedy guesses from
+    one pass of the model."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self.model = model
+
+    def logits(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        """The logits (S, rows) after each of ``tokens``, advancing ``cache``."""
+        return self.model(tokens[None], cache=cache)[0]
+
+    def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        """Log-probabilities over the rows (1, rows) after the last of ``tokens``."""
+        return log_probs(self.logits(cache, tokens)[-1:])
+
+    def step_guessing(self, cache: Sequence[Any], tokens: mx.array) -> tuple[mx.array, mx.array]:
+        """``step``, with the greedy guess (a token id) after each of ``tokens`` but the
+        last, from the same pass."""
+        logits = self.logits(cache, tokens)
+        return log_probs(logits[-1:]), self.pick(mx.argmax(logits[:-1], -1))
+
+    def guesses(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        """The greedy guess (a token id) after each of ``tokens``, feeding them all."""
+        return self.pick(mx.argmax(self.logits(cache, tokens), -1))
+
+    def pick(self, rows: mx.array) -> mx.array:
+        """The token ids of rows chosen from ``step``'s log-probs."""
+        return rows
+
+    def widen(self, logprobs: mx.array) -> mx.array:
+        """Log-probs over the rows as over the whole vocabulary (1, V)."""
+        return logprobs
+
+
+class DraftVocabulary(WholeVocabulary):
     """The output layer of a draft model cut down to ``tokens``: a step's logits over
     those rows, and the way back to whole-vocabulary ids and log-probs."""
 
     def __init__(self, model: nn.Module, tokens: mx.array) -> None:
+        super().__init__(model)
         layer = output_layer(model)
         self.trunk = split_at_output(model)[0]
         self.tokens = tokens
@@ -52,59 +87,19 @@ class DraftVocabulary:
         self.bias = layer.bias[tokens] if "bias" in layer else None
         mx.eval(self.rows, *([self.bias] if self.bias is not None else []))
 
-    def _logits(self, hidden: mx.array) -> mx.array:
-        """The cut-down output layer: logits over the listed rows of each hidden state."""
-        logits = hidden @ self.rows
+    def logits(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
+        """The cut-down output layer: logits over the listed rows after each token."""
+        logits = self.trunk(tokens[None], cache=cache)[0] @ self.rows
         return logits if self.bias is None else logits + self.bias
 
-    def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
-        """Log-probabilities over ``tokens``' rows (1, n) after the last of ``tokens``."""
-        return log_probs(self._logits(self.trunk(tokens[None], cache=cache)[0, -1:]))
-
-    def step_guessing(self, cache: Sequence[Any], tokens: mx.array) -> tuple[mx.array, mx.array]:
-        """``step``, with the greedy guess (a token id) after each of ``tokens`` but the
-        last, from the same pass."""
-        logits = self._logits(self.trunk(tokens[None], cache=cache)[0])
-        return log_probs(logits[-1:]), self.pick(mx.argmax(logits[:-1], -1))
-
     def pick(self, rows: mx.array) -> mx.array:
-        """The token ids of rows chosen from ``step``'s log-probs."""
         return self.tokens[rows]
 
-    def guesses(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
-        """The greedy guess (a token id) after each of ``tokens``, feeding them all."""
-        return self.pick(mx.argmax(self._logits(self.trunk(tokens[None], cache=cache)[0]), -1))
-
     def widen(self, logprobs: mx.array) -> mx.array:
-        """Log-probs over the rows (1, n) as over the whole vocabulary (1, V): -inf for
-        every token the draft cannot propose."""
+        """-inf for every token the draft cannot propose."""
         whole = mx.full((logprobs.shape[0], self.size), -mx.inf, logprobs.dtype)
         whole[:, self.tokens] = logprobs
         return whole
-
-
-class WholeVocabulary:
-    """A draft step over the whole vocabulary: ``DraftVocabulary``'s interface for a
-    draft whose folder lists no tokens."""
-
-    def __init__(self, model: nn.Module) -> None:
-        self.model = model
-
-    def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
-        return forward(self.model, cache, tokens)[-1:]
-
-    def step_guessing(self, cache: Sequence[Any], tokens: mx.array) -> tuple[mx.array, mx.array]:
-        logits = self.model(tokens[None], cache=cache)[0]
-        return log_probs(logits[-1:]), mx.argmax(logits[:-1], -1)
-
-    def pick(self, rows: mx.array) -> mx.array:
-        return rows
-
-    def guesses(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
-        return mx.argmax(self.model(tokens[None], cache=cache)[0], -1)
-
-    def widen(self, logprobs: mx.array) -> mx.array:
-        return logprobs
 
 
 def draft_vocabulary(model: nn.Module, folder: Path) -> DraftVocabulary | None:
