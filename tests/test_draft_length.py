@@ -831,8 +831,9 @@ def first_tries(policy: AdaptiveLength, kept, rounds: int = 12,
 def test_with_the_drafts_guesses_the_first_tries_start_at_one_and_double() -> None:
     """With the draft model's guesses judged, a try kept whole also judges the position
     past it: the first tries start at one draft (a try rejected at once costs a round
-    of one, not two) and double after each try kept whole, going on past ``TRIALS``
-    while the last one judged was kept whole, up to ``TRIALS_MOST``."""
+    of one, not two) and double after each try kept whole (halve after one that was
+    not), going on past ``TRIALS`` while the next is deeper than one draft, up to
+    ``TRIALS_MOST``."""
     calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
     tries = lambda choices: [c.k for c in choices if c.k and c.tokens is None]  # noqa: E731
     # Copied text: every draft kept. One round late, each try kept whole doubles the
@@ -845,9 +846,15 @@ def test_with_the_drafts_guesses_the_first_tries_start_at_one_and_double() -> No
     # A hard text: nothing kept. Four tries of one draft, then plain steps.
     hard = first_tries(AdaptiveLength(16, calibration), lambda i, k: 0)
     assert tries(hard) == [1] * TRIALS and hard[TRIALS].k == 0
-    # A try kept whole, then one rejected: the doubling starts over, the tries end at four.
+    # A try kept whole, then one rejected: the tries fall back to one draft and end at four.
     mixed = first_tries(AdaptiveLength(16, calibration), lambda i, k: k if i == 1 else 0)
     assert tries(mixed) == [1, 1, 2, 1]
+    # Copied text with one wrong guess, at the fifth try: the try chosen after it is
+    # half as deep, not one draft, and the tries go on (they ended at six).
+    slip = first_tries(AdaptiveLength(16, calibration), lambda i, k: 0 if i == 5 else k,
+                       rounds=20)
+    assert tries(slip) == [1, 1, 2, 2, 4, 4, 2, 8]
+    assert [c.k for c in slip[-8:]] == [16] * 8
     # Without the guesses (prompt lookup, MTP, temperature > 0) a try of one draft
     # judges one position: START drafts for TRIALS rounds, kept whole or not.
     blind = first_tries(AdaptiveLength(16, calibration), lambda i, k: k, guesses=False)
