@@ -280,6 +280,29 @@ def test_the_runs_own_timings_win_over_the_calibration() -> None:
     assert {c.k for c in later if not c.explored} == {8}
 
 
+def test_a_length_timed_twice_corrects_the_untimed_ones_less_than_one_timed_often() -> None:
+    """The calibration is right; the run timed k = 9 eight times as calibrated and
+    k = 11 twice, 12 % slow (two noisy rounds). The lengths it never ran (12-16) are
+    priced between the two corrections, nearer the one timed eight times: corrected by
+    k = 11 alone, k = 16 was priced about 12 % dearer and held auto below it."""
+    calibration = made_calibration(draft_step=0.1, slope=0.1)
+    passes = calibration.drafting_costs("draft")[1]
+    policy = AdaptiveLength(16, calibration.drafting_costs("draft"))
+    for i in range(1, 4):  # plain steps of 10 ms, to time one
+        policy.observe(synthetic(0, 0, draft_step=0.0, verify=0.010, index=i))
+    for i in range(4, 12):
+        policy.observe(synthetic(9, 9, draft_step=0.001, verify=0.010 * passes[9], index=i))
+    for i in range(12, 14):
+        policy.observe(synthetic(11, 11, draft_step=0.001,
+                                 verify=0.010 * (1 + 1.12 * (passes[11] - 1)), index=i))
+    priced = policy.calibrated().verify_passes
+    assert priced[9] == pytest.approx(passes[9])
+    assert priced[11] == pytest.approx(1 + 1.12 * (passes[11] - 1))
+    for k in range(12, 17):
+        by_eleven_alone = 1 + 1.12 * (passes[k] - 1)
+        assert passes[k] < priced[k] < passes[k] + (by_eleven_alone - passes[k]) / 2
+
+
 def hard_start(policy: AdaptiveLength, later: float, rounds: int = 48) -> list[LengthChoice]:
     """Of its first tries only the last keeps its drafts (a text's hard start: the demo's
     code prompt keeps 2 of its first 8 drafts so), then each draft survives with
