@@ -38,13 +38,15 @@ class WholeVocabulary:
     def __init__(self, model: nn.Module) -> None:
         self.model = model
 
-    def logits(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
-        """The logits (S, rows) after each of ``tokens``, advancing ``cache``."""
-        return self.model(tokens[None], cache=cache)[0]
+    def logits(self, cache: Sequence[Any], tokens: mx.array, last: bool = False) -> mx.array:
+        """The logits (S, rows) after each of ``tokens`` (only the last: (1, rows)),
+        advancing ``cache``."""
+        logits = self.model(tokens[None], cache=cache)[0]
+        return logits[-1:] if last else logits
 
     def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
         """Log-probabilities over the rows (1, rows) after the last of ``tokens``."""
-        return log_probs(self.logits(cache, tokens)[-1:])
+        return log_probs(self.logits(cache, tokens, last=True))
 
     def step_guessing(self, cache: Sequence[Any], tokens: mx.array) -> tuple[mx.array, mx.array]:
         """``step``, with the greedy guess (a token id) after each of ``tokens`` but the
@@ -87,9 +89,11 @@ class DraftVocabulary(WholeVocabulary):
         self.bias = layer.bias[tokens] if "bias" in layer else None
         mx.eval(self.rows, *([self.bias] if self.bias is not None else []))
 
-    def logits(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
-        """The cut-down output layer: logits over the listed rows after each token."""
-        logits = self.trunk(tokens[None], cache=cache)[0] @ self.rows
+    def logits(self, cache: Sequence[Any], tokens: mx.array, last: bool = False) -> mx.array:
+        """The cut-down output layer, over the listed rows: with ``last``, of the last
+        hidden state only (a catch-up of many tokens runs the output layer once)."""
+        hidden = self.trunk(tokens[None], cache=cache)[0]
+        logits = (hidden[-1:] if last else hidden) @ self.rows
         return logits if self.bias is None else logits + self.bias
 
     def pick(self, rows: mx.array) -> mx.array:
