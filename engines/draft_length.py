@@ -523,12 +523,13 @@ class AdaptiveLength:
                 priced.append((model.expected_tokens(k), model.round_cost(k)))
         unit = self.unit()
         timed = {k: mean.value / unit for k, mean in self.totals.items()} if unit else {}
+        missed = {n: timed[n] - priced[n - 1][1] for n in timed}
         out = [(1.0, 1.0)]
         for k, (tokens, cost) in enumerate(priced, 1):
-            if timed:
-                near = min(timed, key=lambda n: (abs(n - k), n))
-                weights = nearness(self.totals, k) if self.prior is not None else {near: 1.0}
-                cost += blend({n: timed[n] - priced[n - 1][1] for n in timed}, weights)
+            if missed:
+                weights = (nearness(self.totals, k) if self.prior is not None
+                           else {min(missed, key=lambda n: (abs(n - k), n)): 1.0})
+                cost += blend(missed, weights)
             out.append((tokens, cost))
         return out
 
