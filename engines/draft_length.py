@@ -28,8 +28,9 @@ for a fraction of a plain step. After a round that kept all its k drafts, its gu
 the target's token after them (one more row of the output layer in its next first
 step) judges position k + 1 as a round of one more draft would have
 (``observe_bonus``). With those guesses it also keeps which output tokens the draft
-guessed right (``engines.right_guesses``): once the counts say drafting pays, it picks
-among the drafting k by each k's rounds replayed over the latest of them, which see
+guessed right (``engines.right_guesses``): once the counts say drafting pays, it drafts
+only if some k's rounds replayed over the latest of them pay (``PAYS_WINDOW``), and
+picks among the drafting k by that replay, which sees
 where each k's rounds start (a repeating text, one guess wrong a period: k = 4 alternates
 between keeping four and starting on the wrong guess, k = 5 keeps five every round).
 The acceptance counts fade over a few dozen rounds: the text changes (a copied block,
@@ -198,6 +199,21 @@ TRUST_CALIBRATION = 1.25
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
+#: Drafting pays only while some k's rounds, replayed over this many of the latest
+#: tokens or over half as many, bring more than they cost (``engines.right_guesses``).
+#: The counts per position alone said it paid on a looping text where every k loses
+#: (smollm2 wrote a checklist whose every seven tokens the draft guessed three right in
+#: a row: judged from every token, the first position looked right 3 times in 7, but
+#: k = 3's rounds start on a wrong guess 3 times in 4; auto drafted at 0.945 of plain).
+#: Fewer tokens than the replay that picks among the k (``right_guesses.WINDOW``), and
+#: the half too: after a stretch of plain steps, a text that turned copyable fills the
+#: half within the 32 rounds over which the counts turn (over 64 tokens alone, auto
+#: drafted again 20 rounds later; the wrong stretch's many short rounds outweigh the
+#: few long ones). Replayed (20 seeds): smollm2 at this CPU's costs +0.03..+0.04 % on
+#: 24 prompts, +0.14..+0.22 % on 30 written after them (that checklist +1.8..+3.0 %,
+#: within 5 % of the best on all 30, 28-29 before), at a Mac's costs -0.09..+0.01 %;
+#: the demo pair within 0.02 %.
+PAYS_WINDOW = 64
 
 
 @dataclass(frozen=True, slots=True)
@@ -577,16 +593,25 @@ class AdaptiveLength:
             return LengthChoice(0)  # time a plain step: the choice may hang on it
         trusted = sum(1 for n in self.reached if n >= BEST_REACHED)  # leading positions
         best = fastest(speed, range(min(len(speed), trusted + 2)))
+        pays = True
         if best and self.right is not None:
             # Which k, once drafting pays: each k's rounds replayed over the latest
-            # tokens (``engines.right_guesses``). Whether drafting pays stays the counts'
-            # call: they fade by rounds, so after a long stretch of plain steps they
-            # turn within 32 where the replay's window still holds the stretch.
-            replayed = self.right.tokens_per_round(min(trusted + 1, self.most))
-            predicted = [(replayed.get(k, tokens), cost)
-                         for k, (tokens, cost) in enumerate(predicted)]
-            speed = [tokens / cost for tokens, cost in predicted]
-            best = fastest(speed, range(1, min(len(speed), trusted + 2)))
+            # tokens (``engines.right_guesses``); and whether it pays after all, replayed
+            # over fewer of them (``PAYS_WINDOW``).
+            deepest = min(trusted + 1, self.most)
+            replayed = self.right.tokens_per_round(deepest)
+            drafting = range(1, deepest + 1)
+            recent = (self.right.tokens_per_round(deepest, window)
+                      for window in (PAYS_WINDOW // 2, PAYS_WINDOW))  # the cheaper first
+            pays = any(tokens.get(k, predicted[k][0]) > predicted[k][1]
+                       for tokens in recent for k in drafting)
+            if not pays:
+                best = 0
+            else:
+                predicted = [(replayed.get(k, tokens), cost)
+                             for k, (tokens, cost) in enumerate(predicted)]
+                speed = [tokens / cost for tokens, cost in predicted]
+                best = fastest(speed, drafting)
         unbounded = fastest(speed, range(len(speed)))
         k, explored, hoped = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE), False
@@ -615,7 +640,7 @@ class AdaptiveLength:
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
             explored = k != best
         tokens, cost = predicted[k]
-        held = unbounded if unbounded > max(best, k) else None
+        held = unbounded if pays and unbounded > max(best, k) else None
         return LengthChoice(k, tokens, cost, explored, hoped, held)
 
 

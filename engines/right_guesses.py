@@ -85,11 +85,11 @@ class RightGuesses:
             if self._bonus_at is not None:
                 self._bonus_at = self._bonus_at - cut if self._bonus_at >= cut else None
 
-    def tokens_per_round(self, most: int) -> dict[int, float]:
-        """``E(k)`` for each k of 1..``most`` replayed over the latest ``WINDOW`` tokens
+    def tokens_per_round(self, most: int, window: int = WINDOW) -> dict[int, float]:
+        """``E(k)`` for each k of 1..``most`` replayed over the latest ``window`` tokens
         from every starting point (a round brings its kept drafts and one more token),
         where it ran ``ROUNDS`` rounds per starting point."""
-        bits = self.bits[-WINDOW:]
+        bits = self.bits[-window:]
         n = len(bits)
         run = [0] * (n + 1)  # right guesses in a row from each token
         ends = [False] * (n + 1)  # whether that run ends on a known wrong guess

@@ -169,16 +169,18 @@ def test_a_k_drafted_costs_what_its_rounds_took() -> None:
     assert costs[1] == pytest.approx(model.round_cost(1) + costs[2] - model.round_cost(2))
 
 
-def made_calibration(draft_step: float, slope: float, mtp_step: float | None = None
-                ) -> Calibration:
+def made_calibration(draft_step: float, slope: float, mtp_step: float | None = None,
+                     over: float = 0.0) -> Calibration:
     """A calibration of a 10 ms target step, verify passes of n tokens costing
-    ``1 + slope (n - 1)`` target steps and a draft step of ``draft_step`` steps."""
+    ``1 + slope (n - 1)`` target steps (``over`` more past one token) and a draft step
+    of ``draft_step`` steps."""
     def timing(steps: float) -> Timing:
         return Timing(0.010 * steps, 0.0)
 
     return Calibration(
         machine="m", target="t", target_identity="ti", draft="d", draft_identity="di",
-        passes=tuple(timing(1.0 + slope * (n - 1)) for n in PASS_SIZES),
+        passes=tuple(timing(1.0 + (over if n > 1 else 0.0) + slope * (n - 1))
+                     for n in PASS_SIZES),
         draft_step=timing(draft_step), mtp_step=timing(mtp_step) if mtp_step else None,
         reps=5, measured="2026-11-30T00:00:00+00:00")
 

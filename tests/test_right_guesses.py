@@ -81,12 +81,30 @@ def test_the_latest_tokens_are_replayed() -> None:
     assert len(record.bits) <= 3 * WINDOW
 
 
-def over_text(policy: AdaptiveLength, text: list[bool], rounds: int) -> list[int]:
+def test_a_shorter_window_replays_fewer_of_the_latest_tokens() -> None:
+    """Rounds of three drafts kept whole, then 64 plain steps judged all wrong: replayed
+    over the latest 64 tokens no round keeps a draft; over the whole window some do."""
+    record = RightGuesses()
+    for _ in range(10):
+        record.round(3, 3)
+        record.bonus(True)
+    for _ in range(2):
+        for _ in range(32):
+            record.plain_step()
+        record.guesses([False] * 32)
+    assert record.tokens_per_round(3, 64) == {1: 1.0, 2: 1.0, 3: 1.0}
+    assert record.tokens_per_round(3)[3] > 1.25
+
+
+def over_text(policy: AdaptiveLength, text: list[bool], rounds: int,
+              draft_step: float = 0.001, slope: float = 0.001, over: float = 0.0
+              ) -> list[int]:
     """Run ``policy`` as ``engines.speculative`` does over a text whose draft guesses are
     ``text``: each choice made while the round before it runs, the draft's guess past a
     round kept whole judged, its guesses over plain steps judged when ``guess_after``
-    asks. A plain step costs 10 ms, a round of k drafts 10 + 2 k ms. The tokens each
-    round brought."""
+    asks. A plain step costs 10 ms, a round of k drafts ``draft_step`` a draft and a
+    verify pass of 10 ms + ``over`` + ``slope`` a draft (by default 10 + 2 k ms). The
+    tokens each round brought."""
     policy.expect_guesses()
     running = [policy.choose(), policy.choose()]
     p = seen = 0
@@ -96,8 +114,8 @@ def over_text(policy: AdaptiveLength, text: list[bool], rounds: int) -> list[int
         kept = 0
         while kept < k and text[p + kept]:
             kept += 1
-        event = synthetic(k, kept, draft_step=0.001 if k else 0.0,
-                          verify=0.010 + 0.001 * k, index=i)
+        event = synthetic(k, kept, draft_step=draft_step if k else 0.0,
+                          verify=0.010 + (over + slope * k if k else 0.0), index=i)
         event.auto_k = k
         if k and kept == k:
             policy.observe_bonus(k, text[p + k])
@@ -130,3 +148,22 @@ def test_auto_follows_a_repeating_text_into_its_new_phase() -> None:
             after.append(tokens)
         done += tokens
     assert len(after) > 40 and sum(after) / len(after) > 6.3
+
+
+def test_auto_takes_plain_steps_on_a_loop_where_every_k_loses() -> None:
+    """A text whose every eight tokens the draft guesses three right in a row, and a
+    verify pass costs a quarter more than a plain step whatever its length (as smollm2
+    on this CPU): k = 1's rounds start on a wrong guess 4 times in 6 (0.92x of plain
+    steps), k = 3's 4 times in 5 (0.86x). Judged from every token, the first position
+    looks right 3 times in 8, and the counts per position, priced as if rounds started
+    anywhere, said drafting paid once the guesses over a stretch of plain steps were
+    judged: auto turned back to drafting every thirty rounds or so. Replayed over the
+    latest tokens, no k pays: after its first tries it takes plain steps."""
+    loop = [True] * 3 + [False] * 5
+    calibration = made_calibration(draft_step=0.15, slope=0.05, over=0.25)
+    policy = AdaptiveLength(16, calibration.drafting_costs("draft"))
+    over_text(policy, loop * 100, 300, draft_step=0.0015, slope=0.0005, over=0.0025)
+    # Its tries, three rounds at k = 3 before the replay has rounds enough, and a round
+    # every forty or so where the latest 32 tokens' phase flatters a k (13 in all;
+    # before: 58 drafting rounds of 300, the counts turning it back every 30 or so).
+    assert policy.drafting_rounds <= 16
