@@ -463,6 +463,22 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
 
 
 @run_async
+async def test_where_a_run_was_saved_is_said_whole_at_any_width(tiny_family, tmp_path):
+    """The status line says where a measured run was saved; at 80 columns its two lines
+    cut that path off the end, so a notification says it instead (at 200, none)."""
+    for width, cut in ((80, True), (200, False)):
+        folder = tmp_path / f"sessions saved at {width} columns"
+        app = SpecdeckApp(make_request(tiny_family, max_tokens=8), sessions_dir=folder)
+        async with app.run_test(size=(width, 30)) as pilot:
+            await settle(app, pilot)
+            (path,) = folder.glob("*.json")
+            shown = " ".join(app.query_one("#status").render().plain.split("\n"))
+            toasts = [str(note.message) for note in app._notifications]
+            assert (str(path) not in shown) is cut
+            assert any(str(path) in message for message in toasts) is cut
+
+
+@run_async
 async def test_the_fetch_hint_leads_the_status_line_but_not_a_race(tiny_family):
     """Bare `specdeck` on the toy family says how to get a real model, in the status line
     (first, so that 80 columns still show it); a race needs the room and drops it."""

@@ -640,6 +640,9 @@ class SpecdeckApp(LiteralNotify, App[None]):
                if self.request.repeats > 1 else "each warmed up")
         self.status_text = (f"{lead}measured one after another, {how} · g: race them in "
                             f"sync{self._noise_note()}{f' · saved {saved}' if saved else ''}")
+        if saved and not self.query_one("#status", FixedText).whole:
+            # A narrow status line cuts the path: the one place it is said.
+            self.notify(str(saved), title="session saved")
 
     def _noise_note(self) -> str:
         """How far plain's two timings were apart: the noise a speedup must beat."""
