@@ -626,6 +626,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
             self.phase = Phase.FAILED
             kept = f" · kept what arrived in {saved}" if saved else ""
             self.status_text = f"{lead}error: {message.error}{kept}   (s: settings, r: retry)"
+            self._say_saved(saved, "partial session saved")
             for pane in self.panes:
                 if pane.status in ("waiting", *HELD):
                     pane.status = "not run"
@@ -640,9 +641,13 @@ class SpecdeckApp(LiteralNotify, App[None]):
                if self.request.repeats > 1 else "each warmed up")
         self.status_text = (f"{lead}measured one after another, {how} · g: race them in "
                             f"sync{self._noise_note()}{f' · saved {saved}' if saved else ''}")
+        self._say_saved(saved, "session saved")
+
+    def _say_saved(self, saved: str | None, title: str) -> None:
+        """Where a run was saved, whole: the status line says it at its end, which a
+        narrow one cuts (80 columns did, every run); then a notification says it."""
         if saved and not self.query_one("#status", FixedText).whole:
-            # A narrow status line cuts the path: the one place it is said.
-            self.notify(str(saved), title="session saved")
+            self.notify(str(saved), title=title)
 
     def _noise_note(self) -> str:
         """How far plain's two timings were apart: the noise a speedup must beat."""
