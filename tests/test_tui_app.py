@@ -465,7 +465,8 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
 @run_async
 async def test_where_a_run_was_saved_is_said_whole_at_any_width(tiny_family, tmp_path):
     """The status line says where a measured run was saved; at 80 columns its two lines
-    cut that path off the end, so a notification says it instead (at 200, none)."""
+    cut that path off the end, so a notification says it instead (at 200, none: the
+    path shows whole, though the line is not always whole)."""
     for width, cut in ((80, True), (200, False)):
         folder = tmp_path / f"sessions saved at {width} columns"
         app = SpecdeckApp(make_request(tiny_family, max_tokens=8), sessions_dir=folder)

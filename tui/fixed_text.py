@@ -37,9 +37,8 @@ class FixedText(Widget):
         super().__init__(id=id, classes=classes)
         self.max_lines = max_lines
         self._lines = 0
-        #: (text, tail, width), the lines they make there (rendering reuses the fit's)
-        #: and whether the text was cut to make them.
-        self._laid_out: tuple[tuple[str, str, int], list[str], bool] | None = None
+        #: (text, tail, width) and the lines they make there: rendering reuses the fit's.
+        self._laid_out: tuple[tuple[str, str, int], list[str]] | None = None
 
     def render(self) -> Content:
         # Plain, never markup (an error may hold [brackets]); control characters shown.
@@ -57,16 +56,13 @@ class FixedText(Widget):
     def on_resize(self) -> None:
         self._fit()
 
-    @property
-    def whole(self) -> bool:
-        """Whether the text shows whole at the box's width (with ``max_lines`` > 1; True
-        before it has a width)."""
+    def shows(self, part: str) -> bool:
+        """Whether ``part`` of the text shows whole at the box's width, not cut off the
+        end (True before the box has a width, or with ``max_lines`` 1)."""
         width = self.content_size.width
         if self.max_lines <= 1 or width <= 0:
             return True
-        self._layout(width)
-        assert self._laid_out is not None
-        return not self._laid_out[2]
+        return printable(part) in " ".join(self._layout(width))
 
     def _fit(self) -> None:
         width = self.content_size.width
@@ -88,7 +84,7 @@ class FixedText(Widget):
                 lines = self._wrap(shown, width)
                 if len(lines) <= self.max_lines:
                     break
-            self._laid_out = key, lines, kept < len(words)
+            self._laid_out = key, lines
         return self._laid_out[1]
 
     def _wrap(self, text: str, width: int) -> list[str]:
