@@ -599,7 +599,6 @@ class AdaptiveLength:
             # tokens (``engines.right_guesses``); and whether it pays after all, replayed
             # over fewer of them (``PAYS_WINDOW``).
             deepest = min(trusted + 1, self.most)
-            replayed = self.right.tokens_per_round(deepest)
             drafting = range(1, deepest + 1)
             recent = (self.right.tokens_per_round(deepest, window)
                       for window in (PAYS_WINDOW // 2, PAYS_WINDOW))  # the cheaper first
@@ -608,6 +607,7 @@ class AdaptiveLength:
             if not pays:
                 best = 0
             else:
+                replayed = self.right.tokens_per_round(deepest)
                 predicted = [(replayed.get(k, tokens), cost)
                              for k, (tokens, cost) in enumerate(predicted)]
                 speed = [tokens / cost for tokens, cost in predicted]

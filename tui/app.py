@@ -647,7 +647,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         """Where a run was saved, whole: the status line says it at its end, which a
         narrow one cuts (80 columns did, every run); then a notification says it."""
         if saved and not self.query_one("#status", FixedText).shows(saved):
-            self.notify(str(saved), title=title)
+            self.notify(saved, title=title)
 
     def _noise_note(self) -> str:
         """How far plain's two timings were apart: the noise a speedup must beat."""
