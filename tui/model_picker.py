@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from rich.cells import cell_len
 from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -204,8 +205,15 @@ class ModelPicker(ModalScreen["str | None"]):
         choices, error = message.choices, message.error
         self.choices = choices
         table = self.query_one("#picker-table", DataTable)
-        for choice in choices:
-            table.add_row(*(literal(value, one_line=True) for value in _row(choice)))
+        rows = [[literal(value, one_line=True) for value in _row(c)] for c in choices]
+        # Widths given with the rows: a DataTable measures added rows only when idle,
+        # and a frame drawn before that keeps the heading at the labels' widths (its
+        # cached line outlives the measuring), askew over the rows for good.
+        table.clear(columns=True)
+        for index, label in enumerate(COLUMNS):
+            table.add_column(label, width=max(
+                [cell_len(label), *(row[index].cell_len for row in rows)]))
+        table.add_rows(rows)
         status = self.query_one("#picker-status", Static)
         if error:
             status.update(literal(f"⚠ {error}"))
