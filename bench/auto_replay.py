@@ -152,7 +152,7 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
         policy.observe(event)
         if k:
             seen = p
-        elif guessing and p < n and p - seen >= policy.guess_after():
+        elif guessing and p < n and (wait := policy.guess_after()) is not None and p - seen >= wait:
             policy.observe_guesses(matches[seen:p])
             steps += draft_step + guess_token * (p - seen)
             seen = p

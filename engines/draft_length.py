@@ -47,6 +47,10 @@ passes it has timed, until it runs plain steps (one between two others is timed,
 plain decoding runs them); while no drafting k is predicted well clear of a plain step
 (``TRUST_CALIBRATION``) it runs three to time one before it chooses.
 
+Where no k could pay even were every draft kept (a draft step about as dear as a
+plain step), it ends its tries and judges no guesses: what they judge cannot change
+that, and each judging costs the run what no draft wins back.
+
 A choice is made while the previous round's drafts compute, from the rounds before
 that: it costs the loop no time, and is one round late.
 """
@@ -199,6 +203,10 @@ TRUST_CALIBRATION = 1.25
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
+#: Drafting rounds the run times before it may find that no k could pay even were
+#: every draft kept (``AdaptiveLength.could_pay``): the median of three, as one slow
+#: round would otherwise end drafting for good.
+RULE_OUT = 3
 #: Drafting pays only while some k's rounds, replayed over this many of the latest
 #: tokens or over half as many, bring more than they cost (``engines.right_guesses``).
 #: The counts per position alone said it paid on a looping text where every k loses
@@ -249,7 +257,7 @@ class LearnsFromGuesses(Protocol):
 
     def expect_guesses(self) -> None: ...
 
-    def guess_after(self) -> int: ...
+    def guess_after(self) -> int | None: ...
 
     def observe_guesses(self, matches: list[bool]) -> None: ...
 
@@ -341,8 +349,9 @@ class AdaptiveLength:
         #: Whether its first tries have all run (a plain step after them does not
         #: make the count of drafting rounds fall short again).
         self.tried = False
-        #: Plain steps' tokens to wait for before the next guesses are judged.
-        self.guess_wait = GUESS_EVERY
+        #: Plain steps' tokens to wait for before the next guesses are judged (None:
+        #: none judged, as no k could pay even with every draft kept).
+        self.guess_wait: int | None = GUESS_EVERY
         #: The drafts of the next try (``TRIALS``; ``GUESSED_START``).
         self.next_try = START
         #: With the guesses: which output tokens the draft guessed right, replayed as
@@ -400,8 +409,9 @@ class AdaptiveLength:
         self.next_try = GUESSED_START
         self.right = RightGuesses()
 
-    def guess_after(self) -> int:
-        """How many plain steps' tokens the next guesses wait for."""
+    def guess_after(self) -> int | None:
+        """How many plain steps' tokens the next guesses wait for; None: none are
+        judged (no drafting round could pay for its cost)."""
         return self.guess_wait
 
     def observe_guesses(self, matches: list[bool]) -> None:
@@ -549,14 +559,18 @@ class AdaptiveLength:
             out.append((tokens, cost))
         return out
 
-    def could_pay(self) -> bool:
-        """Whether drafting could beat a plain step were every draft kept: always
-        without a calibration; with one, some k whose k + 1 tokens cost less than
-        k + 1 plain steps."""
-        if self.prior is None:
+    def could_pay(self, predicted: list[tuple[float, float]] | None = None) -> bool:
+        """Whether drafting could beat a plain step were every draft kept: some k whose
+        k + 1 tokens cost less than k + 1 one-token passes, priced as the choice prices
+        rounds (``predicted``, else ``predictions``): by the calibration until the run
+        times a drafting round, then by ``RULE_OUT`` of them at the least (always while
+        neither prices one)."""
+        timed = self.draft_step.count
+        if (self.prior is None and not timed) or 0 < timed < RULE_OUT:
             return True
-        model = self.calibrated()
-        return any(model.round_cost(k) < k + 1 for k in range(1, self.most + 1))
+        if predicted is None:
+            predicted = self.predictions()
+        return any(cost < k + 1 for k, (_, cost) in enumerate(predicted) if k)
 
     def hope(self) -> int:
         """The k that would pay most were each position's acceptance ``OPTIMISM``
@@ -588,6 +602,15 @@ class AdaptiveLength:
                 return LengthChoice(min(self.next_try, self.most))
             self.tried = tried >= trials
         predicted = self.predictions()
+        if not self.could_pay(predicted):
+            # A draft as dear as the target (SmolLM2-135M drafting for itself: a draft
+            # step 1.04-1.28 plain steps, k = 16 kept whole 0.84-0.91x): what its
+            # guesses judge cannot make any k pay, and each judging is the draft reading
+            # the latest tokens, as dear as the target reading them. Only a round timed
+            # anew (an exploration, where no guesses are judged) can change that.
+            self.guess_wait = None
+        elif self.guess_wait is None:
+            self.guess_wait = GUESS_EVERY
         speed = [tokens / cost for tokens, cost in predicted]
         if self.tried and not self.one_token.count and max(speed) < TRUST_CALIBRATION:
             return LengthChoice(0)  # time a plain step: the choice may hang on it

@@ -280,9 +280,10 @@ def run_speculative(
                 event.auto_cost, event.auto_explored = this_choice.cost, this_choice.explored
                 event.auto_hoped, event.auto_held = this_choice.hoped, this_choice.held
             lengths[this_drafter].observe(event)
-            if guessing is not None and not output.finished:
+            if guessing is not None and not output.finished and (
+                    wait := guessing.guess_after()) is not None:
                 with mx.stream(generation_stream):
-                    judged = proposer.guesses(guessing.guess_after())
+                    judged = proposer.guesses(wait)
                 if judged:
                     guessing.observe_guesses(judged)
                     event.guesses = judged

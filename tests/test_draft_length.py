@@ -3,6 +3,7 @@ and losslessness whatever sequence of k a run goes through (0 included)."""
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import replace
 
@@ -16,7 +17,7 @@ from specdeck.engines.config import (
 )
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, RULE_OUT, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -829,12 +830,13 @@ def plain_steps(policy: AdaptiveLength, rounds: int, guesses: list[bool] | None,
 
 
 def first_tries(policy: AdaptiveLength, kept, rounds: int = 12,
-                guesses: bool = True) -> list[LengthChoice]:
+                guesses: bool = True, draft_step: float = 0.001) -> list[LengthChoice]:
     """Run ``policy`` as ``engines.speculative`` does: the first choice serves two
     rounds and each later one is made while the round before it runs; round i (from 1)
     of k drafts keeps ``kept(i, k)``. With ``guesses`` (a draft model at temperature 0),
     after a round kept whole the draft's guess past it is judged, right if round i keeps
-    ``k + 1`` of ``k + 1``. A plain step costs 10 ms, a round of k drafts 10 + 2 k ms.
+    ``k + 1`` of ``k + 1``. A plain step costs 10 ms, a round of k drafts 10 + k ms
+    and k draft steps (``draft_step`` seconds each).
     The choice each round ran, then the one made after the last."""
     if guesses:
         policy.expect_guesses()
@@ -842,7 +844,7 @@ def first_tries(policy: AdaptiveLength, kept, rounds: int = 12,
     running = [choices[0], choices[0]]
     for i in range(1, rounds + 1):
         k = running.pop(0).k
-        event = synthetic(k, kept(i, k) if k else 0, draft_step=0.001 if k else 0.0,
+        event = synthetic(k, kept(i, k) if k else 0, draft_step=draft_step if k else 0.0,
                           verify=0.010 + 0.001 * k, index=i)
         event.auto_k = k
         if guesses and k and event.accepted == k:
@@ -884,6 +886,32 @@ def test_with_the_drafts_guesses_the_first_tries_start_at_one_and_double() -> No
     # judges one position: START drafts for TRIALS rounds, kept whole or not.
     blind = first_tries(AdaptiveLength(16, calibration), lambda i, k: k, guesses=False)
     assert tries(blind) == [START] * TRIALS
+
+
+def test_a_draft_as_dear_as_the_target_stops_auto_judging_drafts() -> None:
+    """A draft step dearer than a plain step (a model drafting for itself): once
+    ``RULE_OUT`` tries are timed, no k could pay even were every draft kept, so auto
+    runs plain steps from there on and judges no guesses (each judging is the draft
+    reading the latest tokens, as dear as the target reading them)."""
+    policy = AdaptiveLength(16)
+    choices = first_tries(policy, lambda i, k: k, rounds=300, draft_step=0.011)
+    # Three tries timed, and the one in flight (they had gone on to eight: 1, 1, ..., 8).
+    assert RULE_OUT == 3 and [c.k for c in choices if c.k] == [1, 1, 2, 2]
+    assert not policy.could_pay() and policy.guess_after() is None
+    # Fewer tries timed do not rule drafting out: one slow round must not end it.
+    unsure = AdaptiveLength(16)
+    first_tries(unsure, lambda i, k: k, rounds=6, draft_step=0.011)
+    assert unsure.draft_step.count == 2 and unsure.could_pay()
+    # With a calibration that rules it out, no try at all.
+    dear = made_calibration(draft_step=1.1, slope=0.07).drafting_costs("draft")
+    calibrated = AdaptiveLength(16, dear)
+    assert not any(c.k for c in first_tries(calibrated, lambda i, k: k, rounds=100,
+                                            draft_step=0.011))
+    assert calibrated.guess_after() is None
+    # A draft a fifth as dear judges its guesses, as before.
+    cheap = AdaptiveLength(16)
+    first_tries(cheap, lambda i, k: 0, rounds=100, draft_step=0.002)
+    assert cheap.could_pay() and cheap.guess_after() == GUESS_EVERY
 
 
 def test_where_plain_wins_on_ordinary_text_the_first_tries_are_two() -> None:
@@ -941,6 +969,41 @@ def test_guesses_that_keep_auto_at_plain_steps_are_judged_less_often() -> None:
     assert policy.choose().k > 0 and policy.guess_after() == GUESS_EVERY
 
 
+def greedy_text(model, before: list[int], n: int) -> list[int]:
+    """``model``'s own greedy continuation of ``before``, ``n`` tokens."""
+    return Trace("plain", list(run_strategy("plain", Models(model), before,
+                                            greedy(max_tokens=n)))).tokens
+
+
+class Unjudged(ScriptedGuesses):
+    """``ScriptedGuesses`` asking for no guesses, as ``auto`` where no k could pay."""
+
+    def guess_after(self) -> int | None:
+        return None
+
+
+def test_a_draft_that_judged_no_guesses_drafts_from_the_whole_text(
+        tiny_family, store, monkeypatch) -> None:
+    """Where no guesses are judged over the plain steps, the draft reads the tokens it
+    skipped only when it next drafts: its drafts are those it would make from the
+    whole text, and the output is plain decoding's."""
+    policy = Unjudged([0] * 9 + [3])
+    monkeypatch.setattr(draft, "draft_length", lambda settings, name, calibration=None: policy)
+    draft_model = store.get(str(tiny_family["llama_draft"]))
+    models = Models(store.get(str(tiny_family["llama_target"])), draft_model)
+    trace = run("draft", models, greedy())
+    assert trace.tokens == run("plain", models, greedy()).tokens
+    assert not policy.judged and not any(r.guesses for r in trace.rounds)
+    prompt, position, drafting = models.target.tokenizer.encode(PROMPT), 0, 0
+    for r in trace.rounds:
+        if r.drafted:
+            drafting += 1
+            assert r.drafted == greedy_text(draft_model, prompt + trace.tokens[:position],
+                                            len(r.drafted))
+        position += len(r.tokens)
+    assert drafting >= 2
+
+
 @pytest.mark.parametrize("drafter", ["llama_draft", "hybrid_draft"])
 def test_the_guesses_judged_are_the_drafts_a_round_would_have_made(
         tiny_family, store, monkeypatch, drafter) -> None:
@@ -956,11 +1019,7 @@ def test_the_guesses_judged_are_the_drafts_a_round_would_have_made(
     trace = run("draft", models, greedy())
     assert trace.tokens == run("plain", models, greedy()).tokens
     prompt = models.target.tokenizer.encode(PROMPT)
-
-    def own(before: list[int], n: int) -> list[int]:
-        return Trace("plain", list(run_strategy("plain", Models(draft_model), before,
-                                                greedy(max_tokens=n)))).tokens
-
+    own = functools.partial(greedy_text, draft_model)
     expected = [own(prompt + trace.tokens[:i], 1) == [token]
                 for i, token in enumerate(trace.tokens)]
     judged = [r.guesses for r in trace.rounds if r.guesses]

@@ -124,7 +124,7 @@ def over_text(policy: AdaptiveLength, text: list[bool], rounds: int,
         policy.observe(event)
         if k:
             seen = p
-        elif p - seen >= policy.guess_after():
+        elif (wait := policy.guess_after()) is not None and p - seen >= wait:
             policy.observe_guesses(text[seen:p])
             seen = p
         running.append(policy.choose())
