@@ -99,17 +99,22 @@ class RightGuesses:
             else:
                 ends[j] = bits[j] is not None
         replayed = {}
+        longest = max(run, default=0)
         for k in range(1, most + 1):
-            tokens = rounds = 0
-            for p in range(k + 1):
-                while p < n:
-                    kept = min(run[p], k)
-                    if kept == run[p] < k and not ends[p]:
-                        p += kept + 1  # its end unknown: left out
-                        continue
-                    tokens += kept + 1
-                    rounds += 1
-                    p += kept + 1
-            if rounds >= ROUNDS * (k + 1):
-                replayed[k] = tokens / rounds
+            if k <= longest + 1:
+                # The tokens and rounds of k's rounds from each token on, back to front:
+                # a round from p keeps min(run, k), the next starts after its last token.
+                # (Past the longest run plus one every k's rounds are the same.)
+                tokens, rounds = [0] * (n + 2), [0] * (n + 2)
+                for p in range(n - 1, -1, -1):
+                    kept = run[p] if run[p] < k else k
+                    after = p + kept + 1
+                    if kept == run[p] < k and not ends[p]:  # its end unknown: left out
+                        tokens[p], rounds[p] = tokens[after], rounds[after]
+                    else:
+                        tokens[p], rounds[p] = tokens[after] + kept + 1, rounds[after] + 1
+            starts = range(min(k + 1, n))
+            ran = sum(rounds[p] for p in starts)
+            if ran >= ROUNDS * (k + 1):
+                replayed[k] = sum(tokens[p] for p in starts) / ran
         return replayed

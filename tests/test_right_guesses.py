@@ -3,10 +3,13 @@ by replaying its rounds over it (``engines.right_guesses``)."""
 
 from __future__ import annotations
 
+import random
+
+import pytest
 from test_draft_length import made_calibration, synthetic
 
 from specdeck.engines.draft_length import AdaptiveLength
-from specdeck.engines.right_guesses import WINDOW, RightGuesses
+from specdeck.engines.right_guesses import ROUNDS, WINDOW, RightGuesses
 
 #: A text that repeats every six tokens, the draft wrong at one of them.
 PERIODIC = [False, True, True, True, True, True]
@@ -31,6 +34,41 @@ def test_a_fixed_k_replayed_keeps_what_its_rounds_would_have() -> None:
     assert abs(replayed[4] - 3.0) < 0.1
     # One draft a round: the wrong guess always falls on a round's own token, past it.
     assert replayed[1] > 1.95
+
+
+def walked(bits: list[bool | None], most: int) -> dict[int, float]:
+    """``tokens_per_round`` as its docstring says it, round by round: each k's rounds
+    from each of its k + 1 first tokens to the end, those whose end is unknown left
+    out, where ``ROUNDS`` ran per starting point."""
+    replayed = {}
+    for k in range(1, most + 1):
+        tokens = rounds = 0
+        for p in range(k + 1):
+            while p < len(bits):
+                run = next((i for i, right in enumerate(bits[p:]) if not right),
+                           len(bits) - p)
+                kept = min(run, k)
+                end = bits[p + run] if p + run < len(bits) else None  # past the record
+                unknown = kept == run < k and end is None
+                tokens, rounds = tokens + (0 if unknown else kept + 1), rounds + (not unknown)
+                p += kept + 1
+        if rounds >= ROUNDS * (k + 1):
+            replayed[k] = tokens / rounds
+    return replayed
+
+
+def test_every_ks_rounds_are_replayed_as_they_would_run() -> None:
+    """The replay, computed back to front once per k (each k's rounds from every
+    token), brings what walking each k's rounds from each starting point brings, on
+    records of every kind: copied, mixed, poor, with unknown tokens."""
+    rng = random.Random(7)
+    for _ in range(400):
+        right, unknown = rng.random(), rng.random() * 0.3
+        bits = [None if rng.random() < unknown else rng.random() < right
+                for _ in range(rng.randint(0, 120))]
+        most = rng.randint(1, 16)
+        expected = walked(bits[-WINDOW:], most)
+        assert recorded(bits).tokens_per_round(most) == pytest.approx(expected)
 
 
 def test_rounds_whose_end_is_unknown_are_left_out() -> None:
