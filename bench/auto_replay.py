@@ -19,11 +19,14 @@ It prints, per prompt, the share of the draft's guesses that are right, the toke
 plain step of auto (and of ``--against``, another
 copy of ``engines/draft_length.py``, e.g. ``git show HEAD~:engines/draft_length.py``) and
 of each fixed k, and auto over the best of plain and the fixed k: a model of the
-speedup, not a measurement of it. A change it favours is
+speedup, not a measurement of it. ``--against`` also takes a git revision (its
+``draft_length`` and ``right_guesses``). Last, what choosing costs a round, in
+wall-clock milliseconds (the model of the speedup leaves it out; on this CPU it runs on
+the decode loop's critical path), side by side. A change it favours is
 then measured for real (``bench/auto_k.py``); one it does not is not worth the VM's time.
 
     python bench/auto_replay.py --family smollm2 --max-tokens 96 [--prompts code,csv]
-                                [--seeds 30] [--against /tmp/old_draft_length.py]
+                                [--seeds 30] [--against /tmp/old_draft_length.py | HEAD~]
                                 [--costs 0.15,0.06]   # another machine's costs
 """
 
@@ -37,8 +40,10 @@ import inspect
 import json
 import random
 import statistics
+import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -103,17 +108,54 @@ def guesses_right(pair, text: str, tokens: int) -> list[bool]:
     return judged(models.target, models.draft, prompt, tokens)
 
 
-def load_module(path: str) -> ModuleType:
-    spec = importlib.util.spec_from_file_location("replayed_draft_length", path)
+def load_module(path: str, name: str = "replayed_draft_length") -> ModuleType:
+    spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
 
 
+def revision_module(revision: str) -> ModuleType:
+    """``engines/draft_length.py`` as it was at a git revision, with that revision's
+    ``engines/right_guesses.py`` (the replay it prices the k by)."""
+    folder = Path(tempfile.mkdtemp(prefix="auto-replay-"))
+    for name in ("draft_length", "right_guesses"):
+        text = subprocess.run(["git", "show", f"{revision}:engines/{name}.py"], cwd=ROOT,
+                              check=True, capture_output=True, text=True).stdout
+        (folder / f"{name}.py").write_text(text)
+    module = load_module(str(folder / "draft_length.py"))
+    module.RightGuesses = load_module(str(folder / "right_guesses.py"),
+                                      "replayed_right_guesses").RightGuesses
+    return module
+
+
+class ChoiceClock:
+    """Wall-clock seconds spent in a policy's ``choose`` over replays: what choosing
+    costs the decode loop each round, which the replay's model of the speedup leaves
+    out (on this CPU it runs on the loop's critical path)."""
+
+    def __init__(self) -> None:
+        self.seconds, self.calls = 0.0, 0
+
+    def choose(self, policy):
+        start = time.perf_counter()
+        choice = policy.choose()
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return choice
+
+    @property
+    def ms(self) -> float:
+        return 1000 * self.seconds / max(self.calls, 1)
+
+
 def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
-           guess_token: float, catch_up_token: float) -> float:
-    """Tokens per plain step of ``policy`` over the recorded output."""
+           guess_token: float, catch_up_token: float,
+           clock: ChoiceClock | None = None) -> float:
+    """Tokens per plain step of ``policy`` over the recorded output (its choices timed
+    on ``clock``)."""
+    choose = functools.partial((clock or ChoiceClock()).choose, policy)
     from specdeck.engines.draft_length import LearnsFromGuesses
     from specdeck.engines.events import Round
 
@@ -131,7 +173,7 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
     unit = 0.01  # seconds of a plain step; every cost scales with it
     steps = 0.0
     p = index = seen = 0  # seen: the tokens the draft has fed
-    running = following = policy.choose()
+    running = following = choose()
     while p < n:
         k = min(running.k, n - p)
         jitter = rng.lognormvariate(0, noise)
@@ -156,7 +198,7 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
             policy.observe_guesses(matches[seen:p])
             steps += draft_step + guess_token * (p - seen)
             seen = p
-        running, following = following, policy.choose()
+        running, following = following, choose()
         index += 1
     return n / steps
 
@@ -183,7 +225,8 @@ def main() -> int:
                     help="plain steps per token the draft feeds without guessing "
                          "(bench/draft_catch_up.py on smollm2: 1 token 20 ms, 128 "
                          "tokens 49 ms)")
-    ap.add_argument("--against", help="another draft_length.py to replay beside auto")
+    ap.add_argument("--against", help="another draft_length.py to replay beside auto, "
+                                      "or a git revision (its draft_length and right_guesses)")
     ap.add_argument("--costs", metavar="DRAFT_STEP,SLOPE",
                     help="price rounds as another machine would instead of by this one's "
                          "calibration: a draft step and each draft's share of a verify "
@@ -195,7 +238,9 @@ def main() -> int:
 
     policies = {"auto": draft_length}
     if args.against:
-        policies["against"] = load_module(args.against)
+        policies["against"] = (load_module(args.against) if Path(args.against).is_file()
+                               else revision_module(args.against))
+    clocks = {label: ChoiceClock() for label in policies}
     fixed = [int(k) for k in args.ks.split(",")]
     print(f"{'prompt':<12} {'right':>5} " + "".join(f"{name:>8}" for name in policies)
           + "".join(f"{'k=' + str(k):>7}" for k in fixed) + "  auto/best")
@@ -208,10 +253,10 @@ def main() -> int:
             data = {**data, "draft_step": step,
                     "passes": [1.0 + slope * k for k in range(most + 1)]}
 
-        def mean_speed(make) -> float:
+        def mean_speed(make, clock: ChoiceClock | None = None) -> float:
             return statistics.mean(
                 replay(make(), data, random.Random(seed), args.noise,
-                       args.calibration_error, args.guess_token, args.catch_up_token)
+                       args.calibration_error, args.guess_token, args.catch_up_token, clock)
                 for seed in range(args.seeds))
 
         costs = (data["draft_step"], tuple(data["passes"]))
@@ -221,7 +266,8 @@ def main() -> int:
             takes it (an older copy replayed with ``--against`` may not)."""
             takes = "typical" in inspect.signature(module.AdaptiveLength).parameters
             return [tuple(data["typical"]) or None] if takes else []
-        autos = {label: mean_speed(lambda m=module: m.AdaptiveLength(most, costs, *typical(m)))
+        autos = {label: mean_speed(lambda m=module: m.AdaptiveLength(most, costs, *typical(m)),
+                                   clocks[label])
                  for label, module in policies.items()}
         ks = {k: mean_speed(lambda k=k: draft_length.FixedLength(k)) for k in fixed}
         right = sum(data["matches"]) / len(data["matches"])
@@ -234,6 +280,10 @@ def main() -> int:
               + "".join(f"{v:>6.3f}x" for v in ks.values())
               + f"  {against_best[-1]:.3f}")
     print(summary_line(against_best, against_plain))
+    print("choosing: " + ", ".join(f"{label} {clock.ms:.3f} ms a round"
+                                   for label, clock in clocks.items())
+          + (f" ({clocks['auto'].seconds / clocks['against'].seconds:.2f}x)"
+             if "against" in clocks else ""))
     return 0
 
 

@@ -59,6 +59,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from itertools import accumulate
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -357,6 +358,8 @@ class AdaptiveLength:
         #: With the guesses: which output tokens the draft guessed right, replayed as
         #: each k's rounds would have run over them for its expected tokens.
         self.right: RightGuesses | None = None
+        #: ``round_costs`` and the timings it priced them from.
+        self._priced: tuple[tuple, list[float]] | None = None
 
     @property
     def guessed(self) -> bool:
@@ -528,36 +531,46 @@ class AdaptiveLength:
                          costs[self.most], "one-token passes", verify_passes=costs)
 
     def predictions(self, optimism: float = 0.0) -> list[tuple[float, float]]:
-        """``(E(k), C(k))`` for k = 0..most, in one-token passes (``survival(optimism)``
-        for E). A k the run has drafted
-        costs what its rounds took as a whole; any other is priced by the calibration
+        """``(E(k), C(k))`` for k = 0..most, in one-token passes: E from
+        ``survival(optimism)``, C from ``round_costs``."""
+        tokens = accumulate(self.survival(optimism), initial=1.0)
+        return list(zip(tokens, self.round_costs()))
+
+    def round_costs(self) -> list[float]:
+        """``C(k)`` for k = 0..most, in one-token passes. A k the run has drafted costs
+        what its rounds took as a whole; any other is priced by the calibration
         (``calibrated``) or, without one, by the model of the verify length measured
         nearest to it, shifted by what that model missed at the nearest k timed (the
         loop's own work each round, which a split into draft steps and a verify pass
         spreads over the drafts); with a calibration, what it missed at each k timed,
-        blended by ``nearness``."""
-        if self.prior is not None:
-            calibrated = self.calibrated(optimism)
-            priced = [(calibrated.expected_tokens(k), calibrated.round_cost(k))
-                      for k in range(1, self.most + 1)]
-        else:
-            models = self.models(optimism)
-            measured = sorted(models)
-            priced = []
-            for k in range(1, self.most + 1):
-                model = models[min(measured, key=lambda n: (abs(n - k), n))]
-                priced.append((model.expected_tokens(k), model.round_cost(k)))
+        blended by ``nearness``. Kept until the timings change: a choice prices the k
+        twice (the estimates, then hope's), and choosing runs on the decode loop's
+        critical path on a CPU."""
         unit = self.unit()
+        timings = (unit, self.draft_step.value, self.draft_step.count,
+                   *((k, mean.value, mean.count) for k, mean in self.verify.items()), None,
+                   *((k, mean.value, mean.count) for k, mean in self.totals.items()))
+        if self._priced is not None and self._priced[0] == timings:
+            return self._priced[1]
+        if self.prior is not None:
+            calibrated = self.calibrated()
+            priced = [calibrated.round_cost(k) for k in range(1, self.most + 1)]
+        else:
+            models = self.models()
+            measured = sorted(models)
+            priced = [models[min(measured, key=lambda n: (abs(n - k), n))].round_cost(k)
+                      for k in range(1, self.most + 1)]
         timed = {k: mean.value / unit for k, mean in self.totals.items()} if unit else {}
-        missed = {n: timed[n] - priced[n - 1][1] for n in timed}
-        out = [(1.0, 1.0)]
-        for k, (tokens, cost) in enumerate(priced, 1):
+        missed = {n: timed[n] - priced[n - 1] for n in timed}
+        costs = [1.0]
+        for k, cost in enumerate(priced, 1):
             if missed:
                 weights = (nearness(self.totals, k) if self.prior is not None
                            else {min(missed, key=lambda n: (abs(n - k), n)): 1.0})
                 cost += blend(missed, weights)
-            out.append((tokens, cost))
-        return out
+            costs.append(cost)
+        self._priced = (timings, costs)
+        return costs
 
     def could_pay(self, predicted: list[tuple[float, float]] | None = None) -> bool:
         """Whether drafting could beat a plain step were every draft kept: some k whose
