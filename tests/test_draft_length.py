@@ -105,6 +105,24 @@ def test_only_a_plain_step_between_two_others_is_timed() -> None:
     assert list(policy.one_token.values) == [1.0, 0.9]
 
 
+def test_a_plain_step_charges_the_drafting_round_before_it_what_it_left() -> None:
+    """A plain step right after a drafting round runs what that round left behind (its
+    record, its rollback): what it took over a one-token pass is charged to that
+    round's cost; a plain step after a plain step charges nothing."""
+    policy = AdaptiveLength(4)
+    for i, seconds in enumerate((1.0, 1.0, 1.0, 1.0), 1):
+        policy.observe(synthetic(0, 0, draft_step=0, verify=seconds, index=i))
+    assert policy.one_token.value == 1.0
+    policy.observe(synthetic(2, 1, draft_step=0.1, verify=1.3, index=5))
+    assert policy.totals[2].value == pytest.approx(1.5)
+    policy.observe(synthetic(0, 0, draft_step=0, verify=2.25, index=6))
+    assert policy.totals[2].value == pytest.approx(2.75)
+    policy.observe(synthetic(0, 0, draft_step=0, verify=2.0, index=7))
+    assert policy.totals[2].value == pytest.approx(2.75)  # charged once
+    # The verify pass and draft step are what they were: only the round's whole cost.
+    assert policy.verify[2].value == pytest.approx(1.3)
+
+
 def test_one_slow_round_barely_moves_the_costs() -> None:
     policy = AdaptiveLength(4)
     for i, seconds in enumerate([1.0, 1.1, 0.9, 30.0, 1.0, 1.0], 1):
