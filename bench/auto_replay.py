@@ -152,9 +152,9 @@ class ChoiceClock:
 
 def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
            guess_token: float, catch_up_token: float,
-           clock: ChoiceClock | None = None) -> float:
+           clock: ChoiceClock | None = None, blind: bool = False) -> float:
     """Tokens per plain step of ``policy`` over the recorded output (its choices timed
-    on ``clock``)."""
+    on ``clock``; ``blind``: no guesses judged, as for an MTP head or prompt lookup)."""
     choose = functools.partial((clock or ChoiceClock()).choose, policy)
     from specdeck.engines.draft_length import LearnsFromGuesses
     from specdeck.engines.events import Round
@@ -167,7 +167,7 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
     run = [0] * (n + 1)  # right guesses in a row from each position
     for j in range(n - 1, -1, -1):
         run[j] = run[j + 1] + 1 if matches[j] else 0
-    guessing = isinstance(policy, LearnsFromGuesses)
+    guessing = isinstance(policy, LearnsFromGuesses) and not blind
     if guessing:
         policy.expect_guesses()
     unit = 0.01  # seconds of a plain step; every cost scales with it
@@ -225,6 +225,9 @@ def main() -> int:
                     help="plain steps per token the draft feeds without guessing "
                          "(bench/draft_catch_up.py on smollm2: 1 token 20 ms, 128 "
                          "tokens 49 ms)")
+    ap.add_argument("--blind", action="store_true",
+                    help="judge no guesses over plain steps (auto as it runs for an MTP "
+                         "head, prompt lookup or at temperature > 0)")
     ap.add_argument("--against", help="another draft_length.py to replay beside auto, "
                                       "or a git revision (its draft_length and right_guesses)")
     ap.add_argument("--costs", metavar="DRAFT_STEP,SLOPE",
@@ -256,7 +259,8 @@ def main() -> int:
         def mean_speed(make, clock: ChoiceClock | None = None) -> float:
             return statistics.mean(
                 replay(make(), data, random.Random(seed), args.noise,
-                       args.calibration_error, args.guess_token, args.catch_up_token, clock)
+                       args.calibration_error, args.guess_token, args.catch_up_token, clock,
+                       args.blind)
                 for seed in range(args.seeds))
 
         costs = (data["draft_step"], tuple(data["passes"]))

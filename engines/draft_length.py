@@ -363,9 +363,9 @@ class AdaptiveLength:
         #: With the guesses: which output tokens the draft guessed right, replayed as
         #: each k's rounds would have run over them for its expected tokens.
         self.right: RightGuesses | None = None
-        #: The drafts of the latest round, while the round after it is still to come
-        #: (``_charge_left``).
-        self.left_by: int | None = None
+        #: The drafts of the latest round and whether it was hopeful, while the round
+        #: after it is still to come (``_charge_left``).
+        self.left_by: tuple[int, bool] | None = None
         #: ``round_costs`` and the timings it priced them from.
         self._priced: tuple[tuple, list[float]] | None = None
 
@@ -405,17 +405,21 @@ class AdaptiveLength:
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
             self.totals.setdefault(drafted, RecentMedian()).add(event.seconds)
-            self.left_by = drafted
+            self.left_by = (drafted, event.auto_hoped)
 
     def _charge_left(self, event: Round) -> None:
         """A plain step right after a drafting round runs what that round left behind
         (its record, the rollback of its rejected drafts, the loop's work on it: on the
         demo's MTP head 15-24 ms against 7-10 ms between two plain steps): what it took
         over a one-token pass is that round's cost, not the plain step's."""
-        drafted, self.left_by = self.left_by, None
+        left, self.left_by = self.left_by, None
         unit = self.unit()
-        if drafted and unit:
+        if left and unit:
+            drafted, hoped = left
             self.totals[drafted].charge(event.seconds - unit)
+            if hoped:  # what hoping cost includes it (``HOPE_BUDGET``)
+                self.hope_spent = max(-self.hope_budget,
+                                      self.hope_spent + event.seconds / unit - 1.0)
 
     def _charge_hope(self, event: Round, rate: float) -> None:
         """What a hopeful round lost against ``rate``, as it ran."""

@@ -121,6 +121,13 @@ def test_a_plain_step_charges_the_drafting_round_before_it_what_it_left() -> Non
     assert policy.totals[2].value == pytest.approx(2.75)  # charged once
     # The verify pass and draft step are what they were: only the round's whole cost.
     assert policy.verify[2].value == pytest.approx(1.3)
+    # A hopeful round's is charged to what hoping cost too (HOPE_BUDGET).
+    hopeful = synthetic(1, 0, draft_step=0.1, verify=1.2, index=8)
+    hopeful.auto_hoped = True
+    policy.observe(hopeful)
+    spent = policy.hope_spent
+    policy.observe(synthetic(0, 0, draft_step=0, verify=1.75, index=9))
+    assert policy.hope_spent == pytest.approx(spent + 0.75)
 
 
 def test_one_slow_round_barely_moves_the_costs() -> None:
