@@ -48,7 +48,7 @@ def duration(seconds: float | None) -> str:
     ms = seconds * 1000
     if ms < 10:
         return f"{ms:.1f} ms"
-    if round(ms) < 1000:
+    if ms < 999.5:  # what rounds to 1000 ms reads 1.00 s (no round(): ms may be inf)
         return f"{ms:.0f} ms"
     return f"{seconds:.2f} s"
 

@@ -34,6 +34,12 @@ def test_times_read_in_ms_under_a_second(seconds, text) -> None:
     assert duration(seconds) == text
 
 
+def test_a_time_too_large_for_milliseconds_still_reads() -> None:
+    """A damaged session's seconds (the fuzz test drew 1.8e305): in ms, infinity."""
+    text = duration(1.797693134862316e305)
+    assert text.endswith(" s") and float(text[:-2]) == 1.797693134862316e305
+
+
 def test_shares_speedups_and_plurals() -> None:
     assert percent(0.625) == "62%" and percent(0.625, 1) == "62.5%" and percent(None) == MISSING
     assert times(1.3449) == "1.34x" and times(None) == MISSING
