@@ -52,7 +52,8 @@ plain step), it ends its tries and judges no guesses: what they judge cannot cha
 that, and each judging costs the run what no draft wins back.
 
 A choice is made while the previous round's drafts compute, from the rounds before
-that: it costs the loop no time, and is one round late.
+that: it is one round late, and overlaps the loop's work where the models run on a GPU;
+on a CPU it shares the cores with them (``bench/auto_replay.py`` times it).
 """
 
 from __future__ import annotations
@@ -418,15 +419,18 @@ class AdaptiveLength:
             drafted, hoped = left
             self.totals[drafted].charge(event.seconds - unit)
             if hoped:  # what hoping cost includes it (``HOPE_BUDGET``)
-                self.hope_spent = max(-self.hope_budget,
-                                      self.hope_spent + event.seconds / unit - 1.0)
+                self._spend_hope(event.seconds / unit - 1.0)
 
     def _charge_hope(self, event: Round, rate: float) -> None:
         """What a hopeful round lost against ``rate``, as it ran."""
         unit = self.unit()
         if unit:
-            lost = event.seconds / unit - len(event.tokens) * rate
-            self.hope_spent = max(-self.hope_budget, self.hope_spent + lost)
+            self._spend_hope(event.seconds / unit - len(event.tokens) * rate)
+
+    def _spend_hope(self, lost: float) -> None:
+        """Plain steps a hopeful round lost (or, below zero, gained), banking at most
+        one budget of credit."""
+        self.hope_spent = max(-self.hope_budget, self.hope_spent + lost)
 
     def expect_guesses(self) -> None:
         """The loop will judge the draft's guesses over the plain steps' tokens: from
