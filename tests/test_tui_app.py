@@ -15,7 +15,7 @@ import pytest
 from textual.widgets import DataTable
 
 from specdeck.engines.requests import CompareRequest
-from specdeck.engines.config import DecodeSettings
+from specdeck.engines.config import AUTO, DecodeSettings
 from specdeck.engines.events import Done, Round, Trace
 from specdeck.engines.stats import compute_stats
 from specdeck.playback import Schedule
@@ -538,3 +538,13 @@ async def test_the_footer_shows_only_keys_that_fit_whole(tiny_family):
             shown = [k for k in footer.query(FooterKey) if k.display]
             assert all(k.region.right <= footer.region.right for k in shown), key
             assert all(k.description in footer_line() for k in shown), key
+
+
+def test_each_pane_title_names_the_settings_that_define_its_strategy() -> None:
+    from specdeck.tui.pane import pane_detail
+
+    settings = DecodeSettings(num_draft_tokens=AUTO, mtp_depth=2, ngram_n=3, ngram_k=AUTO)
+    assert pane_detail("draft", settings) == "k=auto"
+    assert pane_detail("mtp", settings) == "depth=2"
+    assert pane_detail("ngram", settings) == "n=3 k=auto"  # its k too (it read n=3 alone)
+    assert pane_detail("plain", settings) == "" and pane_detail("ngram", None) == ""

@@ -40,7 +40,7 @@ def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
     if settings is None:
         return ""
     return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
-            "ngram": f"n={settings.ngram_n}",
+            "ngram": f"n={settings.ngram_n} k={settings.ngram_k}",
             "chain": f"n={settings.ngram_n} k={settings.num_draft_tokens}"}.get(strategy, "")
 
 
