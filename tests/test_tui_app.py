@@ -10,6 +10,7 @@ import os
 import signal
 import threading
 import time
+from pathlib import Path
 
 import pytest
 from textual.widgets import DataTable
@@ -81,7 +82,7 @@ async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
         await settle(app, pilot)
         assert app.phase == "measured"
         plain, draft, ngram = app.pane("plain"), app.pane("draft"), app.pane("ngram")
-        assert [p.border_title for p in app.panes] == ["plain", "draft k=2", "ngram n=3"]
+        assert [p.border_title for p in app.panes] == ["plain", "draft k=2", "ngram n=3 k=4"]
         for pane in (plain, draft, ngram):
             assert pane.complete and pane.status == "length"
         # Every token is marked by kind: plain has only target tokens...
@@ -548,3 +549,16 @@ def test_each_pane_title_names_the_settings_that_define_its_strategy() -> None:
     assert pane_detail("mtp", settings) == "depth=2"
     assert pane_detail("ngram", settings) == "n=3 k=auto"  # its k too (it read n=3 alone)
     assert pane_detail("plain", settings) == "" and pane_detail("ngram", None) == ""
+
+
+def test_the_sessions_list_says_each_setting_once_and_whose_when_two_differ() -> None:
+    from specdeck.session_store import SessionSummary
+    from specdeck.tui.session_browser import setup
+
+    def column(**settings) -> str:
+        strategies = dict.fromkeys(("plain", "draft", "ngram", "chain"), {})
+        return setup(SessionSummary(Path("s.json"), 0, strategies=strategies,
+                                    settings=DecodeSettings(**settings)))
+
+    assert column(num_draft_tokens=AUTO, ngram_k=AUTO) == "k=auto n=3"
+    assert column(num_draft_tokens=2, ngram_k=4) == "k=2 n=3 ngram-k=4"

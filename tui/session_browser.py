@@ -68,9 +68,15 @@ def setup(summary: SessionSummary) -> str:
     size."""
     if summary.sweep is not None:
         return f"sweep · {plural(len(summary.sweep.cells), 'cell')}"
-    # Once each: a chain's "n=3 k=2" repeats ngram's n and draft's k.
-    details = (pane_detail(name, summary.settings).split() for name in summary.strategies)
-    return " ".join(dict.fromkeys(word for words in details for word in words))
+    # Once each: a chain's "n=3 k=2" repeats ngram's n and draft's k. A setting named
+    # again with another value says whose it is, as its flag does (ngram-k=4 beside k=2).
+    shown: dict[str, str] = {}
+    for name in summary.strategies:
+        for word in pane_detail(name, summary.settings).split():
+            key = word.partition("=")[0]
+            if shown.setdefault(key, word) != word and word not in shown.values():
+                shown[f"{name}-{key}"] = f"{name}-{word}"
+    return " ".join(shown.values())
 
 
 def sweep_preview(summary: SessionSummary) -> list:
