@@ -80,6 +80,18 @@ RECENT = 15
 #: plain step, a try at drafting costs more than a neighbour does, so less often.
 EXPLORE_EVERY = 8
 EXPLORE_IDLE = 32
+#: What the rounds that try drafting from plain steps (explorations, and hopeful rounds
+#: where no guesses are judged) may cost: ``IDLE_FLOOR`` plain steps, and a share of
+#: the plain steps run. Each is charged what its round lost and what it left to the
+#: plain steps after it (``LEFT_STEPS``); the next waits until the budget covers them. On
+#: the demo's MTP head, where every depth loses, one such round of one draft cost about
+#: 2.5 plain steps (0.3 its own, 1.4 the step after it, about 0.1 each of the next
+#: few): one every 32 rounds, with hope's, cost a run standing at plain steps 8-11 %.
+#: Replayed at that head's costs (``bench/auto_replay.py --drafter mtp --blind
+#: --round-work 0.33 --linger ...``, the draft's guesses for its drafts, 20 seeds, 24
+#: prompts, 128 tokens): where every k loses auto 0.863-0.892x of plain -> 0.903-0.915x;
+#: 0.935 -> 0.932 of the best fixed k on average (a floor of 0: 0.925-0.930x and 0.922).
+IDLE_FLOOR, IDLE_SHARE = 3.0, 0.02
 #: The k tried first, once a one-token pass has been timed (or a calibration gives the
 #: costs), for the first ``TRIALS`` drafting rounds: no choice is made before a few
 #: drafts have been judged, or a run would sit at plain steps on the prior alone. Four,
@@ -202,6 +214,13 @@ BEST_REACHED = 2.0
 #: 3.04x), one lost 3 % (sky); smollm2 moved -0.9..+1.5 % there, and not at all at this
 #: CPU's costs, where no k is predicted that far ahead.
 TRUST_CALIBRATION = 1.25
+#: The plain steps after a drafting round that still run slow, charged above a
+#: one-token pass to a hopeful round's or an exploration's budget (the first also to
+#: the round's cost: ``_charge_left``). On the demo's MTP head, stretches of 40 plain
+#: steps after eight rounds of one draft, against plain steps in runs of nothing else
+#: (5 runs): 2.36, 1.11, 1.12, 1.13, 1.06, 1.03, 1.08, ..., 1.0 from the 14th one; the
+#: draft pair's: 2.56, 1.16, 1.12, 1.17, 1.15, ...
+LEFT_STEPS = 2
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -345,6 +364,12 @@ class AdaptiveLength:
         self.verify: dict[int, RecentMedian] = {}
         self.totals: dict[int, RecentMedian] = {}
         self.rounds = self.explored_at = self.explorations = self.drafting_rounds = 0
+        #: Plain steps run, and what the rounds trying drafting from them cost
+        #: (``IDLE_SHARE``); for each exploring or hopeful round chosen and not yet
+        #: observed, whether it was one.
+        self.plain_steps = 0
+        self.idle_spent = 0.0
+        self.idling: deque[bool] = deque()
         #: The k of the last choice: the loop runs it while the next choice is made
         #: (``engines.speculative``), so a drafting choice is a round in flight.
         self.in_flight = 0
@@ -364,9 +389,10 @@ class AdaptiveLength:
         #: With the guesses: which output tokens the draft guessed right, replayed as
         #: each k's rounds would have run over them for its expected tokens.
         self.right: RightGuesses | None = None
-        #: The drafts of the latest round and whether it was hopeful, while the round
-        #: after it is still to come (``_charge_left``).
-        self.left_by: tuple[int, bool] | None = None
+        #: The drafts of the latest drafting round and whether it was hopeful or an
+        #: exploration from plain steps, while the plain steps after it still run what
+        #: it left (``_charge_left``).
+        self.left_by: tuple[int, bool, bool] | None = None
         #: ``round_costs`` and the timings it priced them from.
         self._priced: tuple[tuple, list[float]] | None = None
 
@@ -387,39 +413,51 @@ class AdaptiveLength:
             else:
                 self.right.plain_step()
         if not drafted:
+            self.plain_steps += 1
             if event.index:  # the first round runs cold: its time says little
-                if not self.stretch:
-                    self._charge_left(event)
+                self._charge_left(event)
                 self.stretch.append(event.seconds)
                 if len(self.stretch) > 2:  # the one before sat between two: steady
                     self.one_token.add(self.stretch[-2])
             return
         self.stretch.clear()
         self.drafting_rounds += 1
+        idle = event.auto_explored and bool(self.idling) and self.idling.popleft()
         if self.guessed and not self.tried:
             self.next_try = (2 * drafted if event.accepted == drafted
                              else max(GUESSED_START, drafted // 2))
         if event.auto_hoped and self.hoping:
             self._charge_hope(event, self.hoping.popleft())
+        if idle and (unit := self.unit()):
+            self.idle_spent += event.seconds / unit - len(event.tokens)
         self._judge([i < event.accepted for i in range(min(event.accepted + 1, drafted))], 0)
         if event.index:
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, RecentMedian()).add(event.verify_seconds)
             self.totals.setdefault(drafted, RecentMedian()).add(event.seconds)
-            self.left_by = (drafted, event.auto_hoped)
+            self.left_by = (drafted, event.auto_hoped, idle)
 
     def _charge_left(self, event: Round) -> None:
         """A plain step right after a drafting round runs what that round left behind
         (its record, the rollback of its rejected drafts, the loop's work on it: on the
         demo's MTP head 15-24 ms against 7-10 ms between two plain steps): what it took
-        over a one-token pass is that round's cost, not the plain step's."""
-        left, self.left_by = self.left_by, None
+        over a one-token pass is that round's cost, not the plain step's; what it and the
+        next (``LEFT_STEPS``) took over one is what a hopeful round or one trying drafting
+        from plain steps cost its budget, too."""
         unit = self.unit()
-        if left and unit:
-            drafted, hoped = left
+        if self.left_by is None or not unit:
+            return
+        drafted, hoped, idle = self.left_by
+        if len(self.stretch) >= LEFT_STEPS:
+            self.left_by = None
+            return
+        if not self.stretch:
             self.totals[drafted].charge(event.seconds - unit)
-            if hoped:  # what hoping cost includes it (``HOPE_BUDGET``)
-                self._spend_hope(event.seconds / unit - 1.0)
+        lost = event.seconds / unit - 1.0
+        if hoped:  # what hoping cost includes it (``HOPE_BUDGET``)
+            self._spend_hope(lost)
+        if idle:
+            self.idle_spent += lost
 
     def _charge_hope(self, event: Round, rate: float) -> None:
         """What a hopeful round lost against ``rate``, as it ran."""
@@ -680,6 +718,9 @@ class AdaptiveLength:
         unbounded = fastest(speed, range(len(speed)))
         k, explored, hoped = best, self.rounds - self.explored_at >= (
             EXPLORE_EVERY if best else EXPLORE_IDLE), False
+        idle_affordable = self.idle_spent <= IDLE_FLOOR + IDLE_SHARE * self.plain_steps
+        if explored and not best:
+            explored = idle_affordable
         if best:
             self.guess_wait = GUESS_EVERY
         if best == 0 and self.guessed:
@@ -695,7 +736,8 @@ class AdaptiveLength:
                 # skipped (and counted). Replayed on smollm2, where k = 1 is often the
                 # best: +0.5..+1 %.
                 k = best
-        elif self.hope_spent < self.hope_budget and (best or not self.guessed) and (
+        elif self.hope_spent < self.hope_budget and (
+                best or (not self.guessed and idle_affordable)) and (
                 not best or predicted[best][0] - 1.0 >= HOPE_KEPT):
             k = max(best, self.hope())
             explored = hoped = k > best
@@ -704,6 +746,8 @@ class AdaptiveLength:
         if explored:  # an exploring turn taken, or a hopeful round
             self.explored_at, self.explorations = self.rounds, self.explorations + 1
             explored = k != best
+            if explored:
+                self.idling.append(best == 0)
         tokens, cost = predicted[k]
         held = unbounded if pays and unbounded > max(best, k) else None
         return LengthChoice(k, tokens, cost, explored, hoped, held)

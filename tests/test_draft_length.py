@@ -17,7 +17,7 @@ from specdeck.engines.config import (
 )
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, RULE_OUT, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, RULE_OUT, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -1067,3 +1067,42 @@ def test_the_guesses_judged_are_the_drafts_a_round_would_have_made(
         if r.drafted and r.accepted == len(r.drafted) and after.drafted:
             bonuses.append((len(r.drafted), expected[position - 1]))
     assert policy.bonuses == bonuses and (bonuses or drafter != "llama_draft")
+
+
+def try_from_plain(after_drafting: float, rounds: int = 320) -> tuple[AdaptiveLength, int, int]:
+    """``auto`` with no guesses judged (an MTP head) where every draft is rejected: a
+    round of k drafts costs 0.2 k + 1.3 plain steps, and the plain step after it
+    ``after_drafting`` (what the round left behind). Returns the policy and how many
+    rounds tried drafting from plain steps (explorations and hopeful rounds) after its
+    first tries, and how many plain steps it ran."""
+    calibration = made_calibration(draft_step=0.2, slope=0.3).drafting_costs("mtp")
+    policy = AdaptiveLength(8, calibration)
+    tried = previous = plain = 0
+    for i in range(1, rounds + 1):
+        choice = policy.choose()
+        k = choice.k
+        seconds = (0.2 * k + 1.3 if k else (after_drafting if previous else 1.0)) * 0.01
+        event = synthetic(k, 0, draft_step=0.002 if k else 0,
+                          verify=seconds - 0.002 * k, index=i)
+        event.auto_k, event.auto_hoped, event.auto_explored = k, choice.hoped, choice.explored
+        tried += bool(k) and choice.explored and policy.tried
+        plain += not k
+        policy.observe(event)
+        previous = k
+    return policy, tried, plain
+
+
+def test_trying_drafting_from_plain_steps_spends_a_budget() -> None:
+    """Where every k loses and no guesses are judged, ``auto`` stands at plain steps and
+    tries drafting now and then: each try costs its round's loss and what it leaves to
+    the plain step after it (on the demo's MTP head 1.4 plain steps more). Those tries
+    spend at most ``IDLE_FLOOR`` plus ``IDLE_SHARE`` of the plain steps run (one more
+    may be in flight); where a try leaves nothing behind they come as often as before
+    (every ``EXPLORE_IDLE`` rounds)."""
+    _, cheap_tries, _ = try_from_plain(after_drafting=1.0)
+    dear, dear_tries, plain = try_from_plain(after_drafting=2.4)
+    assert cheap_tries >= (320 - 32) // EXPLORE_IDLE - 1
+    one_try = 0.2 + 1.3 - 1.0 + 2.4 - 1.0  # a round of one draft and the step after it
+    budget = IDLE_FLOOR + IDLE_SHARE * plain
+    assert 1 <= dear_tries <= budget / one_try + 1 and dear_tries < cheap_tries
+    assert dear.idle_spent <= budget + 2 * one_try
