@@ -407,6 +407,9 @@ class AdaptiveLength:
         self.reached = [n * fade for n in self.reached]
         self.kept = [n * fade for n in self.kept]
         drafted = len(event.drafted)
+        # A round chosen to try drafting from plain steps (prompt lookup may find
+        # nothing to draft in it).
+        idle = event.auto_explored and bool(self.idling) and self.idling.popleft()
         if self.right is not None:
             if drafted:
                 self.right.round(drafted, event.accepted)
@@ -422,7 +425,6 @@ class AdaptiveLength:
             return
         self.stretch.clear()
         self.drafting_rounds += 1
-        idle = event.auto_explored and bool(self.idling) and self.idling.popleft()
         if self.guessed and not self.tried:
             self.next_try = (2 * drafted if event.accepted == drafted
                              else max(GUESSED_START, drafted // 2))

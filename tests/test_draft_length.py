@@ -1106,3 +1106,21 @@ def test_trying_drafting_from_plain_steps_spends_a_budget() -> None:
     budget = IDLE_FLOOR + IDLE_SHARE * plain
     assert 1 <= dear_tries <= budget / one_try + 1 and dear_tries < cheap_tries
     assert dear.idle_spent <= budget + 2 * one_try
+
+
+def test_a_try_from_plain_steps_that_drafted_nothing_keeps_the_count_in_step() -> None:
+    """Prompt lookup may find nothing to draft in a round chosen to explore: that round
+    still answers for its choice, so the next exploring round is charged as what it was
+    (here one from plain steps) and not as the one before it."""
+    policy = AdaptiveLength(4)
+    for i in range(1, 4):  # a one-token pass timed: 10 ms
+        policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=i))
+    policy.idling.extend([False, True])  # a neighbour explored, then a try from plain
+    nothing = synthetic(0, 0, draft_step=0, verify=0.010, index=4)
+    nothing.auto_k, nothing.auto_explored = 2, True
+    policy.observe(nothing)
+    tried = synthetic(1, 0, draft_step=0.002, verify=0.018, index=5)
+    tried.auto_k, tried.auto_explored = 1, True
+    policy.observe(tried)
+    assert not policy.idling
+    assert policy.idle_spent == pytest.approx(0.020 / 0.010 - 1)  # 2 steps for 1 token
