@@ -12,7 +12,9 @@ cost model's straight line through the nearest length measured); a k is not the 
 while few rounds have judged the positions before its last (``BEST_REACHED``). Every
 eighth round it tries a neighbour of the best k instead (one more draft, one fewer;
 never a lone plain step, which teaches nothing), and every 32nd the best drafting k
-while it stands at 0, so that a prediction which went wrong can recover.
+while it stands at 0, so that a prediction which went wrong can recover (the tries from
+plain steps within a budget, charged the slow plain steps each leaves behind:
+``IDLE_SHARE``).
 It stands at 0 only once the drafts judged rule out a k that pays (``OPTIMISM``): a few
 rejections at a text's hard start are not enough; what that hope may cost a run is
 bounded (``HOPE_BUDGET``). While it drafts, the same doubt of the positions past its k
