@@ -91,8 +91,10 @@ EXPLORE_IDLE = 32
 #: few): one every 32 rounds, with hope's, cost a run standing at plain steps 8-11 %.
 #: Replayed at that head's costs (``bench/auto_replay.py --drafter mtp --blind
 #: --round-work 0.33 --linger ...``, the draft's guesses for its drafts, 20 seeds, 24
-#: prompts, 128 tokens): where every k loses auto 0.863-0.892x of plain -> 0.903-0.915x;
-#: 0.935 -> 0.932 of the best fixed k on average (a floor of 0: 0.925-0.930x and 0.922).
+#: prompts): where every k loses auto 0.863-0.892x of plain -> 0.879-0.907x at 128
+#: tokens, 0.893-0.911x -> 0.920-0.934x at 256; of the best fixed k 0.935 -> 0.942 and
+#: 0.974 -> 0.982 on average (with no floor, where every k loses 0.925-0.930x, but where
+#: a text's hard start hides what drafting gains 0.77-0.82 of the best fixed k).
 IDLE_FLOOR, IDLE_SHARE = 3.0, 0.02
 #: The k tried first, once a one-token pass has been timed (or a calibration gives the
 #: costs), for the first ``TRIALS`` drafting rounds: no choice is made before a few
