@@ -74,7 +74,7 @@ def setup(summary: SessionSummary) -> str:
     for name in summary.strategies:
         for word in pane_detail(name, summary.settings).split():
             key = word.partition("=")[0]
-            if shown.setdefault(key, word) != word and word not in shown.values():
+            if shown.setdefault(key, word) != word:
                 shown[f"{name}-{key}"] = f"{name}-{word}"
     return " ".join(shown.values())
 
