@@ -300,7 +300,7 @@ def measure_strategies(
             runs.setdefault(name, []).append(trace)
     measured = {name: [_speed(t) for t in ts] for name, ts in runs.items()}
     if request.repeats == 1 and len(runs) > 1 and "plain" in runs and not cancelled():
-        progress("timing plain again, to see how far the machine's speed drifts")
+        progress("timing plain again: how far the machine's speed drifts")
         check = measure("plain", Trace("plain"), stream=False)
         if _finished(check):
             measured["plain"].append(_speed(check))

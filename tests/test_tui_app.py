@@ -467,17 +467,23 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
 async def test_where_a_run_was_saved_is_said_whole_at_any_width(tiny_family, tmp_path):
     """The status line says where a measured run was saved; at 80 columns its two lines
     cut that path off the end, so a notification says it instead (at 200, none: the
-    path shows whole, though the line is not always whole)."""
-    for width, cut in ((80, True), (200, False)):
-        folder = tmp_path / f"sessions saved at {width} columns"
+    path shows whole, though the line is not always whole). Under 30 rows the line says
+    its brief, in one row: four panes fill 80x24 to the row."""
+    for width, rows, cut in ((80, 30, True), (200, 30, False), (80, 24, True)):
+        folder = tmp_path / f"sessions saved at {width}x{rows}"
         app = SpecdeckApp(make_request(tiny_family, max_tokens=8), sessions_dir=folder)
-        async with app.run_test(size=(width, 30)) as pilot:
+        async with app.run_test(size=(width, rows)) as pilot:
             await settle(app, pilot)
             (path,) = folder.glob("*.json")
-            shown = " ".join(app.query_one("#status").render().plain.split("\n"))
+            status = app.query_one("#status")
+            shown = " ".join(status.render().plain.split("\n"))
             toasts = [str(note.message) for note in app._notifications]
             assert (str(path) not in shown) is cut
             assert any(str(path) in message for message in toasts) is cut
+            if rows < 30:
+                assert status.size.height == 1
+                assert shown.startswith("measured · plain timed twice, "), shown
+                assert " apart · g: race   [race 1x" in shown, shown
 
 
 @run_async

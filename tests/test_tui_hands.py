@@ -58,6 +58,8 @@ async def raced(app: SpecdeckApp, pilot) -> None:
     """The replay's race run to its end: every pane shows its whole run."""
     await until(pilot, lambda: app.playback is not None)
     app.seek_race(1e9)
+    # The race's next frame finds it finished, and the status line says so.
+    await until(pilot, lambda: app.phase == "raced")
     await pilot.pause()
 
 
@@ -141,6 +143,31 @@ async def test_four_panes_show_each_acceptance_at_every_size(size):
                     assert shows(seen, figure), (pane.strategy, figure, seen)
             # Text too, not only numbers: the pane keeps rows for its tokens.
             assert pane.view.scrollable_content_region.height >= 2
+
+
+@run_async
+async def test_four_panes_stay_whole_at_80x24_while_they_race():
+    """Mid-race the status line says the race's clock: said whole at 80 columns it took
+    two rows, and four panes no longer fit 24 (they scrolled, the last one cut)."""
+    app = replay_of(EXAMPLES / "code-all-strategies.json")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await until(pilot, lambda: app.playback is not None)
+        app.seek_race(0.2)
+        await pilot.pause()
+        status = app.query_one("#status")
+        assert status.text.startswith("race: each strategy from its own t=0 · 0.20 s of")
+        assert status.size.height == 1
+        rows = screen_text(app).splitlines()
+        assert rows[0].startswith(" race: 0.20 s of 0.58 s · 13.8x slowed   [race 1x]")
+        panes = app.query_one("#panes")
+        assert not panes.has_class("-crowded")
+        for pane in app.panes:  # every pane's bottom border is on screen
+            bottom = rows[pane.region.bottom - 1]
+            assert bottom.startswith("╰") and bottom.endswith("╯"), (pane.strategy, rows)
+        # Where rows are to spare, the line says it whole (under the header, shown there).
+        await pilot.resize_terminal(80, 40)
+        await until(pilot, lambda: status.size.height == 2)
+        assert screen_text(app).splitlines()[1].startswith(" race: each strategy from its")
 
 
 @run_async

@@ -313,6 +313,36 @@ async def test_fixed_text_keeps_its_tail_whole_and_cuts_the_text_at_a_word():
         assert line.size.height == 2
 
 
+@run_async
+async def test_fixed_text_says_its_brief_where_the_whole_takes_more_lines():
+    from textual.app import App
+
+    from specdeck.tui.fixed_text import FixedText
+
+    class OneLine(App):
+        def compose(self):
+            yield FixedText(max_lines=2)
+
+    app = OneLine()
+    async with app.run_test(size=(40, 5)) as pilot:
+        line = app.query_one(FixedText)
+        line.text, line.brief, line.tail = ("race: each from its own t=0 · 0.20 s of 0.58 s",
+                                            "race: 0.20 s of 0.58 s", "[race 1x]")
+        await pilot.pause()
+        assert str(line.render()).split("\n") == ["race: 0.20 s of 0.58 s   [race 1x]"]
+        assert line.size.height == 1
+        # Where the whole fits the line, it is said whole.
+        await pilot.resize_terminal(80, 5)
+        await pilot.pause()
+        assert str(line.render()) == ("race: each from its own t=0 · 0.20 s of 0.58 s"
+                                      "   [race 1x]")
+        # A brief as long as the whole changes nothing: the whole is said.
+        await pilot.resize_terminal(30, 5)
+        line.brief = line.text
+        await pilot.pause()
+        assert str(line.render()).split("\n")[0] == "race: each from its own t=0 ·"
+
+
 def test_the_sparkline_series_stays_short_and_keeps_each_spans_maximum():
     rng = random.Random(7)
     for length in (0, 1, 8, 9, 17, 63, 64, 65, 200):

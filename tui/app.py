@@ -68,6 +68,8 @@ from specdeck.visible import visible
 
 #: Race frames per second.
 RACE_FPS = 30
+#: A screen shorter has no row to spare: four panes take 20 of 24.
+SHORT_ROWS = 30
 #: While a run streams, statistics strips redraw at most this often: a number that
 #: changes 30 times a second cannot be read, and every redraw takes CPU from the run.
 LIVE_STATS_INTERVAL = 0.25
@@ -178,8 +180,9 @@ class SpecdeckApp(LiteralNotify, App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "specdeck"
     COMMANDS = App.COMMANDS | {SpecdeckCommands}
-    #: Under 30 rows the header's row goes to the panes (``-short`` in app.tcss).
-    VERTICAL_BREAKPOINTS = [(0, "-short"), (30, "-tall")]
+    #: Under 30 rows the header's row goes to the panes (``-short`` in app.tcss), and the
+    #: status line says its brief where it has one.
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (SHORT_ROWS, "-tall")]
     #: Under 110 columns the cost strips give their rows to the text (``-narrow``).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
@@ -330,6 +333,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self.save_sessions = save_sessions
         #: What the status line says while the engine process is silent (None: it answers).
         self._silence: str | None = None
+        #: A status text and the same in fewer words (the race's clock at 80 columns).
+        self._brief: tuple[str, str] | None = None
         #: Runs whose session did not land in the sessions folder, as one line each:
         #: said again when the app closes (``run_app`` returns them).
         self.save_problems: list[str] = []
@@ -419,10 +424,19 @@ class SpecdeckApp(LiteralNotify, App[None]):
         lead = f"{self.hint} · " if self.hint and self.phase not in (Phase.RACING, Phase.RACED) else ""
         status = self.query_one("#status", FixedText)
         status.text = visible(f"{lead}{text}")
+        # A brief for this very text only (any other message is said whole), and only
+        # where rows are short: there a second status row crowds the panes.
+        short = self.size.height < SHORT_ROWS
+        brief = self._brief[1] if self._brief is not None and self._brief[0] == text else ""
+        status.brief = visible(f"{lead}{brief}") if brief and short else ""
         status.tail = visible(f"[{' · '.join(flags)}]")  # whole, however narrow the line
 
     def watch_status_text(self) -> None:
         self._show_status()
+
+    def on_resize(self) -> None:
+        # After App's own handler: it is that one that sets the new size.
+        self.call_next(self._show_status)
 
     def watch_phase(self, old: Phase, new: Phase) -> None:
         if old is Phase.RACING:
@@ -639,8 +653,14 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self._refresh_stats()
         how = (f"each timed {plural(self.request.repeats, 'time')}, its median run kept"
                if self.request.repeats > 1 else "each warmed up")
-        self.status_text = (f"{lead}measured one after another, {how} · g: race them in "
-                            f"sync{self._noise_note()}{f' · saved {saved}' if saved else ''}")
+        noise = self._noise_note()
+        text = (f"{lead}measured one after another, {how} · g: race them in "
+                f"sync{noise and f' · {noise}: speedups within that are noise'}"
+                f"{f' · saved {saved}' if saved else ''}")
+        # Four panes fill 80x24 to the row: the brief keeps the line one row (the saved
+        # path, left out, is said in a notification).
+        self._brief = text, f"{lead}measured{noise and f' · {noise}'} · g: race"
+        self.status_text = text
         self._say_saved(saved, "session saved")
 
     def _say_saved(self, saved: str | None, title: str) -> None:
@@ -654,7 +674,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         runs = self.measured.get("plain", [])
         if len(runs) < 2 or self.request is None or self.request.repeats > 1:
             return ""
-        return f" · plain timed twice, {percent(spread(runs))} apart: speedups within that are noise"
+        return f"plain timed twice, {percent(spread(runs))} apart"
 
     def action_cancel(self) -> None:
         """Stop now: panes keep what they have; later events of the run are dropped,
@@ -720,8 +740,10 @@ class SpecdeckApp(LiteralNotify, App[None]):
             first = min(ends, key=ends.get)
             again = ("g or r: race again" if isinstance(self.source, ReplaySource)
                      else "g: race again · r: measure again")
-            self.status_text = (f"race finished: 1st {visible(first, 40)} "
-                                f"{duration(ends[first])} · {again} · i: inspect")
+            won = f"1st {visible(first, 40)} {duration(ends[first])}"
+            text = f"race finished: {won} · {again} · i: inspect"
+            self._brief = text, f"raced: {won} · g: again · i: inspect"
+            self.status_text = text
 
     def seek_race(self, position: float) -> None:
         """Jump the race to ``position`` seconds (snapshots and tests use this)."""
@@ -738,10 +760,12 @@ class SpecdeckApp(LiteralNotify, App[None]):
         self._refresh_stats()
         slowed = (f" · shown {playback.stretch:.3g}x slower than real time"
                   if playback.stretch > 1 else "")
-        self.status_text = (
-            f"race: each strategy from its own t=0 · "
-            f"{playback.position:.2f} s of {playback.schedule.duration:.2f} s{slowed}"
-        )
+        clock = f"{playback.position:.2f} s of {playback.schedule.duration:.2f} s"
+        text = f"race: each strategy from its own t=0 · {clock}{slowed}"
+        # At 80 columns the whole line takes two rows, and four panes no longer fit 24.
+        brief = f" · {playback.stretch:.3g}x slowed" if playback.stretch > 1 else ""
+        self._brief = text, f"race: {clock}{brief}"
+        self.status_text = text
 
     def _finish_line(self, pane: StrategyPane) -> None:
         """A pane that reached its end in the race says when, and in which place."""

@@ -6,7 +6,8 @@ while a run is measured; their height rarely changes, so a repaint is enough. Gi
 ``max_lines``, the box grows (up to that) when the text wraps onto more lines, and only
 then lays out the screen: a narrow status line shows its whole message. Where even
 ``max_lines`` are too few, the text is cut at a word with ``…``, and its ``tail`` (the
-status line's flags: PAUSED...) still shows, whole.
+status line's flags: PAUSED...) still shows, whole. A ``brief`` (the text in fewer words)
+is shown instead where it takes fewer lines: a line that grows pushes what is under it.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ class FixedText(Widget):
     #: Shown after ``text`` (with ``max_lines`` > 1), never broken nor cut: on the text's
     #: last line where it fits, else from a line of its own.
     tail = reactive("", layout=False)
+    #: ``text`` in fewer words, shown where the whole would take more lines.
+    brief = reactive("", layout=False)
 
     def __init__(self, *, max_lines: int = 1, id: str | None = None,
                  classes: str | None = None) -> None:
@@ -51,6 +54,9 @@ class FixedText(Widget):
         self._fit()
 
     def watch_tail(self) -> None:
+        self._fit()
+
+    def watch_brief(self) -> None:
         self._fit()
 
     def on_resize(self) -> None:
@@ -74,18 +80,25 @@ class FixedText(Widget):
             self.styles.height = lines
 
     def _layout(self, width: int) -> list[str]:
-        """The lines shown at ``width``: the text, cut at its last word that leaves room
-        for the tail within ``max_lines``, then the tail."""
-        key = (self.text, self.tail, width)
+        """The lines shown at ``width``: the text (or its brief, where that takes fewer),
+        cut at its last word that leaves room for the tail within ``max_lines``, then the
+        tail."""
+        key = (self.text, self.tail, self.brief, width)
         if self._laid_out is None or self._laid_out[0] != key:
-            words = printable(self.text).split(" ")
-            for kept in range(len(words), -1, -1):
-                shown = " ".join(words[:kept]) + ("…" if 0 < kept < len(words) else "")
-                lines = self._wrap(shown, width)
-                if len(lines) <= self.max_lines:
-                    break
+            lines = self._cut(self.text, width)
+            if self.brief and len(lines) > 1:
+                lines = min(lines, self._cut(self.brief, width), key=len)
             self._laid_out = key, lines
         return self._laid_out[1]
+
+    def _cut(self, text: str, width: int) -> list[str]:
+        words = printable(text).split(" ")
+        for kept in range(len(words), -1, -1):
+            shown = " ".join(words[:kept]) + ("…" if 0 < kept < len(words) else "")
+            lines = self._wrap(shown, width)
+            if len(lines) <= self.max_lines:
+                break
+        return lines
 
     def _wrap(self, text: str, width: int) -> list[str]:
         """``text`` wrapped at ``width``, the tail after it, whole."""
