@@ -87,8 +87,10 @@ EXPLORE_IDLE = 32
 #: the plain steps run. Each is charged what its round lost and what it left to the
 #: plain steps after it (``LEFT_STEPS``); the next waits until the budget covers them. On
 #: the demo's MTP head, where every depth loses, one such round of one draft cost about
-#: 2.5 plain steps (0.3 its own, 1.4 the step after it, about 0.1 each of the next
-#: few): one every 32 rounds, with hope's, cost a run standing at plain steps 8-11 %.
+#: 1.5 plain steps (0.3 its own, 1.15 the step after it; with OpenBLAS on two threads
+#: the next dozen ran 10-20 % slow too, but specdeck runs a small target on one:
+#: ``engines.blas_threads``). A try that gained pays back what earlier ones lost but
+#: banks nothing (``_spend_idle``).
 #: Replayed at that head's costs (``bench/auto_replay.py --drafter mtp --blind
 #: --round-work 0.33 --linger ...``, the draft's guesses for its drafts, 20 seeds, 24
 #: prompts): where every k loses auto 0.863-0.892x of plain -> 0.879-0.907x at 128
@@ -218,12 +220,21 @@ BEST_REACHED = 2.0
 #: 3.04x), one lost 3 % (sky); smollm2 moved -0.9..+1.5 % there, and not at all at this
 #: CPU's costs, where no k is predicted that far ahead.
 TRUST_CALIBRATION = 1.25
+#: One-token passes timed before their median stands alone where the choice hangs on
+#: it (below ``TRUST_CALIBRATION``). On the demo's MTP head the first plain stretch gave
+#: two (13.8 and 19.6 ms against plain's 14.1): priced by their 16.7, every round looked
+#: 18 % cheaper than it was, and auto drafted the rest of the run (0.70-0.90x plain).
+TIMED_MIN = 3
+#: Drafting rounds after which the one-token pass, last timed before them, is timed
+#: anew where the choice hangs on it: this VM's speed drifts 10-40 % within a run, and a
+#: price gone stale let auto draft 54 rounds predicted at 1.2x and run at 0.6x.
+RETIME_EVERY = 32
 #: The plain steps after a drafting round that still run slow, charged above a
 #: one-token pass to a hopeful round's or an exploration's budget (the first also to
 #: the round's cost: ``_charge_left``). On the demo's MTP head, stretches of 40 plain
 #: steps after eight rounds of one draft, against plain steps in runs of nothing else
-#: (5 runs): 2.36, 1.11, 1.12, 1.13, 1.06, 1.03, 1.08, ..., 1.0 from the 14th one; the
-#: draft pair's: 2.56, 1.16, 1.12, 1.17, 1.15, ...
+#: (5 runs, OpenBLAS on one thread as specdeck runs the demo): 2.15, 1.0, 1.03, 1.0,
+#: 0.98, ... (on two threads: 2.6, 1.24, 1.26, 1.17, ... 1.0 from the 16th).
 LEFT_STEPS = 2
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
@@ -352,6 +363,8 @@ class AdaptiveLength:
         self.judged = [0] * most
         self.kept_all = [0] * most
         self.one_token = RecentMedian()
+        #: The round the one-token pass was last timed in (``RETIME_EVERY``).
+        self.timed_at = 0
         #: The seconds of the last three plain steps since the last drafting round (a
         #: stretch of thousands keeps three). A plain step followed by another queues it
         #: before reading its own token, so a stretch's first step runs on into the
@@ -426,6 +439,7 @@ class AdaptiveLength:
                 self.stretch.append(event.seconds)
                 if len(self.stretch) > 2:  # the one before sat between two: steady
                     self.one_token.add(self.stretch[-2])
+                    self.timed_at = self.rounds
             return
         self.stretch.clear()
         self.drafting_rounds += 1
@@ -435,7 +449,7 @@ class AdaptiveLength:
         if event.auto_hoped and self.hoping:
             self._charge_hope(event, self.hoping.popleft())
         if idle and (unit := self.unit()):
-            self.idle_spent += event.seconds / unit - len(event.tokens)
+            self._spend_idle(event.seconds / unit - len(event.tokens))
         self._judge([i < event.accepted for i in range(min(event.accepted + 1, drafted))], 0)
         if event.index:
             self.draft_step.add(event.draft_seconds / drafted)
@@ -463,7 +477,14 @@ class AdaptiveLength:
         if hoped:  # what hoping cost includes it (``HOPE_BUDGET``)
             self._spend_hope(lost)
         if idle:
-            self.idle_spent += lost
+            self._spend_idle(lost)
+
+    def _spend_idle(self, lost: float) -> None:
+        """Plain steps a try from plain steps lost; one that gained pays back earlier
+        losses but banks nothing: on the MTP head two lucky rounds of three drafts
+        (1.7-1.9x) banked three plain steps, and the deeper tries they paid for lost
+        seven."""
+        self.idle_spent = max(0.0, self.idle_spent + lost)
 
     def _charge_hope(self, event: Round, rate: float) -> None:
         """What a hopeful round lost against ``rate``, as it ran."""
@@ -698,8 +719,11 @@ class AdaptiveLength:
         elif self.guess_wait is None:
             self.guess_wait = GUESS_EVERY
         speed = [tokens / cost for tokens, cost in predicted]
-        if self.tried and not self.one_token.count and max(speed) < TRUST_CALIBRATION:
-            return LengthChoice(0)  # time a plain step: the choice may hang on it
+        if self.tried and max(speed) < TRUST_CALIBRATION:  # the choice may hang on it
+            if self.one_token.count and self.rounds - self.timed_at >= RETIME_EVERY:
+                self.one_token = RecentMedian()  # stale: timed anew, from nothing
+            if self.one_token.count < TIMED_MIN:
+                return LengthChoice(0)  # time plain steps
         trusted = sum(1 for n in self.reached if n >= BEST_REACHED)  # leading positions
         best = fastest(speed, range(min(len(speed), trusted + 2)))
         pays = True
@@ -838,8 +862,9 @@ def choice_words(event: Round) -> str | None:
     drafts = f"{event.auto_k} draft{'' if event.auto_k == 1 else 's'}"
     if event.auto_tokens is None or event.auto_cost is None:
         if event.auto_k == 0:
-            return ("auto chose a plain step: it times one before it chooses, to price "
-                    "drafting rounds against")
+            return ("auto chose a plain step: it times plain steps to price drafting "
+                    "rounds against, before it chooses and again once a close choice has "
+                    f"rested {RETIME_EVERY} rounds on an old timing")
         return (f"auto chose {drafts}: one of its first tries, before it chooses from the "
                 "drafts they judge")
     why = ""

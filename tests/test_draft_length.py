@@ -17,7 +17,7 @@ from specdeck.engines.config import (
 )
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, RULE_OUT, START, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, RULE_OUT, RETIME_EVERY, START, TIMED_MIN, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -69,6 +69,12 @@ def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
             policy.observe_bonus(k, k < most_kept)
         policy.observe(event)
     return choices
+
+
+def on_estimates(choice: LengthChoice) -> bool:
+    """Whether ``choice`` was made on the estimates: not an exploration, nor a plain
+    step to time the one-token pass."""
+    return not choice.explored and choice.tokens is not None
 
 
 def settled(choices: list[LengthChoice]) -> list[int]:
@@ -249,7 +255,7 @@ def test_a_calibration_prices_the_first_round() -> None:
 def test_near_break_even_a_plain_step_is_timed_before_the_first_choice() -> None:
     """First tries that keep one draft in four, at costs where that barely pays: a
     plain step priced by the calibration alone could flip the choice, so auto runs three
-    plain steps to time one (the one between two others) before it chooses."""
+    plain steps to time ``TIMED_MIN`` (each between two others) before it chooses."""
     calibration = made_calibration(draft_step=0.1, slope=0.1)
     policy = draft_length(DecodeSettings(num_draft_tokens=AUTO), "draft", calibration)
     choices = [policy.choose()]
@@ -257,13 +263,13 @@ def test_near_break_even_a_plain_step_is_timed_before_the_first_choice() -> None
         policy.observe(synthetic(START, i % 2, draft_step=0.001,
                                  verify=0.010 * calibration.verify_passes[START], index=i + 1))
         choices.append(policy.choose())
-    for i in range(3):
+    for i in range(TIMED_MIN + 2):
         policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=TRIALS + i))
         choices.append(policy.choose())
     assert [c.k for c in choices[:TRIALS]] == [START] * (TRIALS - 1) + [0]
-    assert [c.k for c in choices[TRIALS:TRIALS + 2]] == [0, 0] and choices[-1].k
+    assert [c.k for c in choices[TRIALS:-1]] == [0] * (TIMED_MIN + 1) and choices[-1].k
     assert choices[-1].tokens / choices[-1].cost < TRUST_CALIBRATION
-    assert policy.one_token.count == 1
+    assert policy.one_token.count == TIMED_MIN
 
 
 def test_a_k_is_the_best_only_one_position_past_those_judged_often(monkeypatch) -> None:
@@ -337,9 +343,9 @@ def hard_start(policy: AdaptiveLength, later: float, rounds: int = 48) -> list[L
     probability ``later``; a plain step costs 1 s, a round of k drafts
     1.65 + 0.25 (k - 1) s (the demo pair's shape: only a long k at high acceptance pays)."""
     pass_cost = lambda n: 1.45 + 0.05 * (n - 2)  # noqa: E731
-    for i in range(1, 4):  # plain steps, to time one
+    for i in range(1, TIMED_MIN + 3):  # plain steps, to time TIMED_MIN between others
         policy.observe(synthetic(0, 0, draft_step=0.0, verify=1.0, index=i))
-    for i, kept in enumerate((0,) * (TRIALS - 1) + (START,), 4):
+    for i, kept in enumerate((0,) * (TRIALS - 1) + (START,), TIMED_MIN + 3):
         policy.observe(synthetic(START, kept, draft_step=0.3, verify=pass_cost(START + 1),
                                  index=i))
     return feed(policy, later, draft_step=0.2, pass_cost=pass_cost, rounds=rounds)
@@ -414,6 +420,8 @@ def test_while_drafting_auto_hopes_on_the_positions_past_its_k() -> None:
     calibration = made_calibration(draft_step=0.1, slope=0.1).drafting_costs("draft")
     policy = AdaptiveLength(8, calibration)
     policy.expect_guesses()
+    for i in range(1, TIMED_MIN + 3):  # the one-token pass timed, as near break-even
+        policy.observe(synthetic(0, 0, draft_step=0.0, verify=1.0, index=i))
     choices = feed(policy, 0.6, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
                    rounds=10, bonus=True)
     hopeful = [c for c in choices if c.hoped]
@@ -487,7 +495,7 @@ def test_no_hope_from_a_k_whose_drafts_are_mostly_rejected(monkeypatch) -> None:
         policy.expect_guesses()
         choices = feed(policy, 0.4, draft_step=0.02, pass_cost=lambda n: 1.0 + 0.2 * (n - 1),
                        rounds=96, most_kept=1)
-        assert {c.k for c in choices[-16:] if not c.explored} == {1}
+        assert {c.k for c in choices[-16:] if on_estimates(c)} == {1}
         return choices, policy.hope_spent
 
     bounded, spent = run(HOPE_KEPT)
@@ -506,7 +514,10 @@ def test_from_one_draft_auto_never_explores_a_lone_plain_step() -> None:
     choices = feed(policy, 0.4, draft_step=0.02, pass_cost=lambda n: 1.0 + 0.2 * (n - 1),
                    rounds=128, most_kept=1)
     late = choices[32:]
-    assert [c.k for c in late if not c.explored] == [1] * sum(not c.explored for c in late)
+    assert [c.k for c in late if on_estimates(c)] == [1] * sum(map(on_estimates, late))
+    # Plain steps only to time the one-token pass anew (``RETIME_EVERY``), in a stretch.
+    timing = [i for i, c in enumerate(late) if not c.k]
+    assert all(i - 1 in timing or i + 1 in timing for i in timing)
     explored = [c.k for c in late if c.explored]
     assert explored and set(explored) == {2}
     assert len(explored) == pytest.approx(len(late) / (2 * EXPLORE_EVERY), abs=1)
@@ -1124,3 +1135,66 @@ def test_a_try_from_plain_steps_that_drafted_nothing_keeps_the_count_in_step() -
     policy.observe(tried)
     assert not policy.idling
     assert policy.idle_spent == pytest.approx(0.020 / 0.010 - 1)  # 2 steps for 1 token
+
+
+def drifting(accept: float, *, round_seconds: float, later_step: float,
+             rounds: int = 96) -> tuple[AdaptiveLength, list[LengthChoice]]:
+    """``auto`` (no calibration, no guesses) on rounds of any k that keep each draft with
+    probability ``accept`` (deterministically) and take ``round_seconds`` per draft; its
+    plain steps take 1 s at first and ``later_step`` s once it has drafted 16 rounds
+    (the machine's speed drifted)."""
+    policy = AdaptiveLength(4)
+    choices: list[LengthChoice] = []
+    drafted = 0
+    for i in range(1, rounds + 1):
+        choice = policy.choose()
+        choices.append(choice)
+        k = choice.k
+        if not k:
+            step = later_step if drafted >= 16 else 1.0
+            policy.observe(synthetic(0, 0, draft_step=0, verify=step, index=i))
+            continue
+        drafted += 1
+        kept = sum(1 for _ in range(k) if (drafted * accept) % 1 + accept >= 1)
+        event = synthetic(k, kept, draft_step=0.0, verify=round_seconds * k, index=i)
+        event.auto_k, event.auto_hoped = k, choice.hoped
+        event.auto_explored = choice.explored
+        policy.observe(event)
+    return policy, choices
+
+
+def test_a_one_token_pass_gone_stale_near_break_even_is_timed_anew() -> None:
+    """Drafting barely pays (predicted under ``TRUST_CALIBRATION`` times a plain step):
+    after ``RETIME_EVERY`` rounds with no plain step timed, ``auto`` forgets the one-token
+    pass it priced them by and times it anew (up to ``TIMED_MIN`` times while the choice
+    hangs on it), so a machine that slowed (plain steps 1 s, then 1.3 s) is priced as
+    it runs now. Where drafting pays by far, it drafts on and times nothing."""
+    near, choices = drifting(0.6, round_seconds=1.3, later_step=1.3, rounds=128)
+    ks = [c.k for c in choices]
+    drafting = next(i for i, c in enumerate(choices) if c.k and on_estimates(c))
+    timing = [i for i, c in enumerate(choices[drafting:], drafting)
+              if not c.k and c.tokens is None]
+    timed = max(i for i in range(drafting) if not ks[i])  # the last plain step before
+    assert timing and timing[0] - timed >= RETIME_EVERY, ks  # plain steps to time anew
+    assert all(i - 1 in timing or i + 1 in timing for i in timing)  # in a stretch
+    # The old 1 s forgotten; priced by the new 1.3 s, drafting pays by far: it drafts on.
+    assert list(near.one_token.values) == [pytest.approx(1.3)] and choices[-1].k
+    far, choices = drifting(1.0, round_seconds=0.3, later_step=1.3)
+    assert not any(not c.k and c.tokens is None for c in choices[8:])
+    assert far.one_token.value == pytest.approx(1.0)
+
+
+def test_a_try_from_plain_steps_that_gained_banks_nothing() -> None:
+    """A try from plain steps that ran faster than plain steps pays back what earlier
+    tries lost, but no more: two lucky rounds do not fund a string of tries after."""
+    policy = AdaptiveLength(4)
+    for i in range(1, 4):  # a one-token pass timed: 10 ms
+        policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=i))
+    for i, (kept, seconds) in enumerate(((0, 0.025), (3, 0.020), (3, 0.020)), 4):
+        tried = synthetic(3, kept, draft_step=0.0, verify=seconds, index=i)
+        tried.auto_k, tried.auto_explored = 3, True
+        policy.idling.append(True)
+        policy.observe(tried)
+        if i == 4:
+            assert policy.idle_spent == pytest.approx(1.5)  # 2.5 steps for one token
+    assert policy.idle_spent == 0.0  # 4 tokens in 2 steps, twice: -4, not banked
