@@ -13,12 +13,14 @@ from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.compare import encode_prompt
 from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings, Sampling
 from specdeck.engines.events import Round
-from specdeck.engines.draft_length import HOPE_BUDGET, AdaptiveLength, draft_length, hope_budget
+from specdeck.engines.draft_length import (
+    HOPE_BUDGET, TIMED_MIN, AdaptiveLength, draft_length, hope_budget,
+)
 from specdeck.engines.group_costs import PASS_SIZES
 from specdeck.engines.guess_probe import guesses_right, survival_of_guesses
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.strategies import Models, run_strategy
-from test_draft_length import feed
+from test_draft_length import feed, synthetic
 
 #: Survivals by position: a third of guesses right and each one after a right one less
 #: so (smollm2's pair: 32 %, 10 %, 2 % ...), and a drafter right at 80 % of tokens.
@@ -80,6 +82,8 @@ def test_no_hope_where_no_k_past_one_pays_on_ordinary_text() -> None:
         # Three rounds in five keep every draft: a run that hopes deeper at once.
         policy = AdaptiveLength(8, costs, typical)
         policy.expect_guesses()
+        for i in range(1, TIMED_MIN + 3):  # the one-token pass timed, as near break-even
+            policy.observe(synthetic(0, 0, draft_step=0.0, verify=1.0, index=i))
         choices = feed(policy, 0.6, draft_step=0.1, pass_cost=lambda n: 1.0 + 0.1 * (n - 1),
                        rounds=24, bonus=True)
         return sum(c.hoped for c in choices)
