@@ -8,6 +8,7 @@ import random
 from dataclasses import replace
 
 import pytest
+from textual.app import App
 
 from specdeck.engines.config import DecodeSettings
 from specdeck.engines.errors import SettingsError
@@ -17,6 +18,7 @@ from specdeck.prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_pro
 from specdeck.batcher import EventBatcher
 from specdeck.engines.formatting import ordinal
 from specdeck.playback import Playback, Schedule, finish_places, next_speed, stretch_for
+from specdeck.tui.fixed_text import FixedText
 from specdeck.tui.inspector import describe_rollback, explain_round, show_token, verdict
 from specdeck.tui.jump_screen import parse_round
 from specdeck.tui.stats_strip import RoundSeries
@@ -205,8 +207,6 @@ def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys
 
 def one_view_app(width: int, height: int):
     """An app holding one token view with ``width`` columns for text (and its scrollbar)."""
-    from textual.app import App
-
     class OneView(App):
         CSS = f"TokenView {{ width: {width + 2}; height: {height}; }}"
 
@@ -287,17 +287,16 @@ async def test_token_view_jump_scrolls_half_a_view_at_a_time():
         assert rows == ["line 13", "line 14", "line 15", ""]
 
 
+class TwoLineBox(App):
+    """A FixedText of up to two lines, alone on the screen."""
+
+    def compose(self):
+        yield FixedText(max_lines=2)
+
+
 @run_async
 async def test_fixed_text_keeps_its_tail_whole_and_cuts_the_text_at_a_word():
-    from textual.app import App
-
-    from specdeck.tui.fixed_text import FixedText
-
-    class OneLine(App):
-        def compose(self):
-            yield FixedText(max_lines=2)
-
-    app = OneLine()
+    app = TwoLineBox()
     async with app.run_test(size=(30, 5)) as pilot:
         line = app.query_one(FixedText)
         line.text, line.tail = "measured · saved runs/a.json", "[race 1x · PAUSED]"
@@ -315,15 +314,7 @@ async def test_fixed_text_keeps_its_tail_whole_and_cuts_the_text_at_a_word():
 
 @run_async
 async def test_fixed_text_says_its_brief_where_the_whole_takes_more_lines():
-    from textual.app import App
-
-    from specdeck.tui.fixed_text import FixedText
-
-    class OneLine(App):
-        def compose(self):
-            yield FixedText(max_lines=2)
-
-    app = OneLine()
+    app = TwoLineBox()
     async with app.run_test(size=(40, 5)) as pilot:
         line = app.query_one(FixedText)
         line.text, line.brief, line.tail = ("race: each from its own t=0 · 0.20 s of 0.58 s",
