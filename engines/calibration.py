@@ -17,6 +17,11 @@ breaks even with plain decoding, and the best k for a given acceptance.
 ``acceptance ** i``. A run's measured survival by position can be given instead
 (``cost_model(survival=...)``).
 
+A calibration also judges how far each drafter's drafts run on ordinary text (a few of
+the built-in prompts): the draft model's greedy guesses (``engines.guess_probe``) and the
+MTP head's rounds; ``auto`` reads from that survival whether drafting past one pays
+there at all.
+
 The result is cached per machine and model pair (``engines.measured_cache``) for the
 adaptive draft length (``drafting_costs``: ``auto`` drafts from its first round, priced
 by these costs until its run has timed its own), the estimate shown before a run and
@@ -38,7 +43,7 @@ from specdeck.engines.measured_cache import cache_file, read_cached, write_cache
 
 #: The cache's folder, and the version of the files this module writes.
 KIND = "calibration"
-VERSION = 2
+VERSION = 3
 #: Who drafts: an external draft model, or the target's own MTP head.
 PROPOSERS = ("draft", "mtp")
 #: Timed repetitions of every probe, and untimed rounds before them (``pass_timing``).
@@ -116,16 +121,24 @@ class Calibration:
     measured: str
     #: A step of plain decoding as specdeck's loop runs it (detokenizing, events), and
     #: what a speculative round's own work (verdict, rewind, recording) adds to its
-    #: passes; None when the loop was not timed (``pass_timing.measure_loop``). Without
-    #: them a round looks cheaper than it is, the more so the fewer tokens it verifies,
-    #: and the best k predicted comes out too small.
+    #: passes, for the draft model's rounds and for the MTP head's; None when the loop
+    #: was not timed (``pass_timing.measure_loop``). Without them a round looks cheaper
+    #: than it is, the more so the fewer tokens it verifies, and the best k predicted
+    #: comes out too small. Each drafter's own: an MTP round does more (its chained
+    #: head steps sampled and joined, the verify pass's hidden states kept), and priced
+    #: by the draft model's work the demo's head ran rounds of one and two drafts 0.3
+    #: and 0.4 plain steps dearer than calibrated.
     plain_step: Timing | None = None
-    round_overhead: Timing | None = None
+    draft_round_overhead: Timing | None = None
+    mtp_round_overhead: Timing | None = None
     #: The draft model's greedy guesses on ordinary text (``engines.guess_probe``):
     #: ``s_i``, the share of output tokens from which its next i guesses were all
-    #: right, i = 1..16; None when they were not judged (no draft model, or a file an
-    #: older version wrote).
+    #: right, i = 1..16; None when they were not judged (no draft model).
     guess_survival: tuple[float, ...] | None = None
+    #: The MTP head's greedy drafts on the same text (``engines.guess_probe.mtp_runs``):
+    #: ``s_i``, the share of output tokens from which a round of the head keeps i or
+    #: more drafts, i = 1..``MAX_MTP_DEPTH``; None when not judged (no MTP head).
+    mtp_survival: tuple[float, ...] | None = None
 
     @property
     def target_step(self) -> Timing:
@@ -159,26 +172,40 @@ class Calibration:
             raise ValueError(f"no {proposer} step was measured")
         return self.steps(timing.seconds)
 
-    @property
-    def verify_passes(self) -> tuple[float, ...]:
-        """What a round verifying 0, 1, ..., 16 drafts costs besides its drafting, in
-        plain steps: the target's pass of 1, 2, ..., 17 tokens (``nondecreasing``) and
-        the round's own work (``round_overhead``); the first, no drafts, is a plain step
-        (1 when the loop was timed)."""
-        overhead = self.round_overhead.seconds if self.round_overhead else 0.0
+    def round_overhead(self, drafter: str) -> Timing | None:
+        """What a round of ``drafter`` does in the loop besides its draft steps and its
+        verify pass (prompt lookup's: as a draft model's round, else an MTP head's);
+        None when the loop was not timed."""
+        if drafter == "mtp":
+            return self.mtp_round_overhead
+        return self.draft_round_overhead or self.mtp_round_overhead
+
+    def verify_passes(self, drafter: str) -> tuple[float, ...]:
+        """What a round of ``drafter`` verifying 0, 1, ..., 16 drafts costs besides its
+        drafting, in plain steps: the target's pass of 1, 2, ..., 17 tokens
+        (``pass_steps``) and the round's own work (``round_overhead``); the first, no
+        drafts, is a plain step (1 when the loop was timed)."""
+        timing = self.round_overhead(drafter)
+        overhead = self.steps(timing.seconds) if timing else 0.0
+        first, *passes = self.pass_steps()
+        return (first, *(steps + overhead for steps in passes))
+
+    def pass_steps(self) -> tuple[float, ...]:
+        """The target's pass of 1, 2, ..., 17 tokens in plain steps (``nondecreasing``);
+        the first is a plain step (1 when the loop was timed)."""
         passes = nondecreasing([t.seconds for t in self.passes])
         return (self.steps(passes[0]) if self.plain_step is None else 1.0,
-                *(self.steps(seconds + overhead) for seconds in passes[1:]))
+                *(self.steps(seconds) for seconds in passes[1:]))
 
     def drafting_costs(self, drafter: str) -> tuple[float, tuple[float, ...]] | None:
         """What ``auto`` prices ``drafter``'s rounds from before its run has measured
         them: one draft step and ``verify_passes``, in plain steps. Prompt lookup
         (``ngram``) drafts for free; None for a proposer that was not measured."""
         if drafter == "ngram":
-            return 0.0, self.verify_passes
+            return 0.0, self.verify_passes(drafter)
         if drafter not in self.proposers:
             return None
-        return self.proposer_step(drafter), self.verify_passes
+        return self.proposer_step(drafter), self.verify_passes(drafter)
 
     def cost_model(self, proposer: str, acceptance: float | None = None,
                    survival: Sequence[float] | None = None) -> CostModel:
@@ -189,7 +216,7 @@ class Calibration:
             if acceptance is None:
                 raise ValueError("give an acceptance or a survival")
             survival = survival_of(acceptance)
-        verify = self.verify_passes
+        verify = self.verify_passes(proposer)
         k = len(survival)
         return CostModel(tuple(survival), float(k), self.proposer_step(proposer),
                          verify[min(k, len(verify) - 1)], "plain", verify_passes=verify)
@@ -222,13 +249,20 @@ class Calibration:
         decoding, 1.00x) when no k beats plain."""
         return fastest_or_plain(self.cost_model(proposer, acceptance))
 
-    def typical_best_k(self) -> tuple[int, float] | None:
-        """The draft model's best k on ordinary text (``guess_survival``) and its
+    def typical_survival(self, drafter: str) -> tuple[float, ...] | None:
+        """How far ``drafter``'s drafts run on ordinary text: ``guess_survival`` for the
+        draft model, ``mtp_survival`` for the MTP head; None where not judged (prompt
+        lookup's depends on the text alone)."""
+        return {"draft": self.guess_survival, "mtp": self.mtp_survival}.get(drafter)
+
+    def typical_best_k(self, drafter: str) -> tuple[int, float] | None:
+        """``drafter``'s best k on ordinary text (``typical_survival``) and its
         predicted speedup; k = 0 (1.00x) when no k beats plain decoding there; None
-        when its guesses were not judged."""
-        if not self.guess_survival or "draft" not in self.proposers:
+        when its drafts were not judged."""
+        survival = self.typical_survival(drafter)
+        if not survival or drafter not in self.proposers:
             return None
-        return fastest_or_plain(self.cost_model("draft", survival=self.guess_survival))
+        return fastest_or_plain(self.cost_model(drafter, survival=survival))
 
     def to_dict(self) -> dict:
         return {
@@ -240,8 +274,12 @@ class Calibration:
             "mtp_step": self.mtp_step.to_dict() if self.mtp_step else None,
             "reps": self.reps, "measured": self.measured,
             "plain_step": self.plain_step.to_dict() if self.plain_step else None,
-            "round_overhead": self.round_overhead.to_dict() if self.round_overhead else None,
+            "draft_round_overhead": (self.draft_round_overhead.to_dict()
+                                     if self.draft_round_overhead else None),
+            "mtp_round_overhead": (self.mtp_round_overhead.to_dict()
+                                   if self.mtp_round_overhead else None),
             "guess_survival": list(self.guess_survival) if self.guess_survival else None,
+            "mtp_survival": list(self.mtp_survival) if self.mtp_survival else None,
         }
 
     @classmethod
@@ -260,22 +298,24 @@ class Calibration:
         if type(passes) is not list or len(passes) != len(PASS_SIZES):
             return None
         timings = [Timing.from_dict(p) for p in passes]
-        optional_timings = ("draft_step", "mtp_step", "plain_step", "round_overhead")
-        steps = [Timing.from_dict(data.get(key)) if data.get(key) is not None else None
-                 for key in optional_timings]
+        optional_timings = ("draft_step", "mtp_step", "plain_step", "draft_round_overhead",
+                            "mtp_round_overhead")
+        steps = {key: Timing.from_dict(data.get(key)) if data.get(key) is not None else None
+                 for key in optional_timings}
         if None in timings or any(data.get(key) is not None and step is None
-                                  for key, step in zip(optional_timings, steps)):
+                                  for key, step in steps.items()):
             return None
         reps = data.get("reps")
         if type(reps) is not int or reps < 1:
             return None
-        survival = data.get("guess_survival")
-        if survival is not None and not is_survival(survival):
+        survivals = {key: data.get(key) for key in ("guess_survival", "mtp_survival")}
+        if any(v is not None and not is_survival(v) for v in survivals.values()):
             return None
         return cls(data["machine"], data["target"], data["target_identity"], data["draft"],
-                   data["draft_identity"], tuple(timings), steps[0], steps[1], reps,
-                   data["measured"], steps[2], steps[3],
-                   tuple(float(v) for v in survival) if survival else None)
+                   data["draft_identity"], tuple(timings), reps=reps,
+                   measured=data["measured"], **steps,
+                   **{key: tuple(float(x) for x in v) if v else None
+                      for key, v in survivals.items()})
 
 
 def fastest_or_plain(model: CostModel) -> tuple[int, float]:

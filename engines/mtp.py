@@ -61,13 +61,15 @@ class MtpHead:
         self.embed = model.language_model.model.embed_tokens
 
     def __call__(self, hidden: mx.array, token: mx.array) -> tuple[mx.array, mx.array]:
-        """From a hidden state (1, 1, H) at position t and the token (1, 1) at t+1: the
-        head's own hidden state (chain it to draft further) and log-probs (1, V) for t+2."""
+        """From a hidden state (B, 1, H) at position t and the token (B, 1) at t+1: the
+        head's own hidden state (chain it to draft further) and log-probs (B, V) for t+2.
+        B = 1 as a round drafts; more to judge many positions at once, as each attends
+        only to itself (``engines.guess_probe.mtp_runs``)."""
         b = self.block
         embedded = b.pre_fc_norm_embedding(self.embed(token))
         x = b.fc(mx.concatenate([embedded, b.pre_fc_norm_hidden(hidden)], axis=-1))
         out = b.norm(b.layers[0](x, mask=None, cache=None))
-        return out, log_probs(self.output(out).squeeze(0))
+        return out, log_probs(self.output(out).squeeze(1))
 
 
 @dataclass

@@ -262,28 +262,29 @@ def measure_loop(
     warmup_seconds: float = WARMUP_SECONDS / 2,
 ) -> Calibration:
     """``calibration`` with specdeck's decoding loop timed: short greedy runs of plain
-    decoding and of ``LOOP_K`` drafts per round (by ``draft``, else ``mtp``'s head),
-    taking turns after untimed runs of each for ``warmup_seconds``. A plain step is the
-    median over the plain runs of each one's median round; a round's own work, the same
-    of what each drafting round took beyond its draft steps and its verify pass as
-    calibrated. A run's first round (cold) is left out. Unchanged when nobody drafts
-    (prompt lookup alone)."""
+    decoding and of ``LOOP_K`` drafts per round by each drafter given (``draft``, and
+    ``mtp``'s head), taking turns after untimed runs of each for ``warmup_seconds``. A
+    plain step is the median over the plain runs of each one's median round; a round's
+    own work, for each drafter, the same of what each of its rounds took beyond its
+    draft steps and its verify pass as calibrated. A run's first round (cold) is left
+    out. Unchanged when nobody drafts (prompt lookup alone)."""
     from specdeck.engines.config import DecodeSettings
     from specdeck.engines.events import Done, Round
     from specdeck.engines.strategies import Models, run_strategy
 
-    proposer = "draft" if draft is not None else "mtp" if mtp is not None else None
-    if proposer is None:
+    proposers = [name for name, model in (("draft", draft), ("mtp", mtp)) if model is not None]
+    if not proposers:
         return calibration
-    step = calibration.step_timing(proposer)
-    if step is None:
-        raise ValueError(f"the calibration has no {proposer} step to time the loop with")
+    steps = {name: calibration.step_timing(name) for name in proposers}
+    for name, step in steps.items():
+        if step is None:
+            raise ValueError(f"the calibration has no {name} step to time the loop with")
     settings = DecodeSettings(max_tokens=LOOP_TOKENS, stop_at_eos=False,
                               num_draft_tokens=LOOP_K, mtp_depth=LOOP_K)
     models = Models(target, draft, mtp)
     prompt = prompt[:CONTEXT_TOKENS]
     plain: list[float] = []
-    extra: list[float] = []
+    extra: dict[str, list[float]] = {name: [] for name in proposers}
 
     def rounds(name: str) -> list[Round]:
         out = []
@@ -296,20 +297,24 @@ def measure_loop(
 
     settle = time.monotonic() + warmup_seconds
     while True:  # untimed, at least once each: the loop's first runs in a process are slow
-        for name in ("plain", proposer):
+        for name in ("plain", *proposers):
             rounds(name)
         if time.monotonic() >= settle:
             break
-    for _ in range(runs):  # a pair of runs at a time: a slow spell spoils few pairs
+    for _ in range(runs):  # a run of each at a time: a slow spell spoils few of them
         times = [r.draft_seconds + r.verify_seconds for r in rounds("plain")]
-        beyond = [r.draft_seconds + r.verify_seconds - len(r.drafted) * step.seconds
-                  - calibration.passes[len(r.drafted)].seconds
-                  for r in rounds(proposer) if r.drafted]
-        if times and beyond:
+        beyond = {name: [r.draft_seconds + r.verify_seconds
+                         - len(r.drafted) * step.seconds
+                         - calibration.passes[len(r.drafted)].seconds
+                         for r in rounds(name) if r.drafted]
+                  for name, step in steps.items()}
+        if times and all(beyond.values()):
             plain.append(median(times))
-            extra.append(median(beyond))
+            for name, seconds in beyond.items():
+                extra[name].append(median(seconds))
     if not plain:
         return calibration
-    return replace(calibration,
-                   plain_step=Timing(max(median(plain), 1e-9), robust_cv(plain)),
-                   round_overhead=Timing(max(median(extra), 1e-9), robust_cv(extra)))
+    overheads = {f"{name}_round_overhead": Timing(max(median(seconds), 1e-9), robust_cv(seconds))
+                 for name, seconds in extra.items()}
+    return replace(calibration, plain_step=Timing(max(median(plain), 1e-9), robust_cv(plain)),
+                   **overheads)

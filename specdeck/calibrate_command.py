@@ -17,7 +17,7 @@ from dataclasses import replace
 from specdeck.engines.calibration import (
     GUESS_PROMPTS, GUESS_TOKENS, REPS, TABLE_ACCEPTANCES, WARMUP, Calibration,
 )
-from specdeck.engines.config import MAX_DRAFT_TOKENS
+from specdeck.engines.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH
 from specdeck.engines.draft_length import HOPELESS, hope_budget
 from specdeck.engines.formatting import duration, percent, times
 from specdeck.progress_line import ProgressLine
@@ -75,9 +75,12 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
     lines = [f"median of {cal.reps} repetitions each (largest robust spread "
              f"{percent(worst)}), measured {cal.measured}"]
     step = f"target step {duration(cal.target_step.seconds)}"
-    if cal.plain_step and cal.round_overhead:
+    works = [(p, timing) for p in proposers if (timing := cal.round_overhead(p))]
+    if cal.plain_step and works:
         step += (f"; in the decoding loop a plain step {duration(cal.plain_step.seconds)}, "
-                 f"a round's own work {duration(cal.round_overhead.seconds)}")
+                 "a round's own work " + ", ".join(
+                     duration(timing.seconds) + (f" ({p})" if len(works) > 1 else "")
+                     for p, timing in works))
     for proposer in proposers:
         timing = cal.step_timing(proposer)
         step += (f"; {proposer} step {duration(timing.seconds)} "
@@ -93,7 +96,7 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
         if k not in SHOWN_KS:
             continue
         passes = cal.passes[k]
-        row = f"{k:>3}  {duration(passes.seconds):>8} {cal.verify_passes[k]:>5.2f} steps"
+        row = f"{k:>3}  {duration(passes.seconds):>8} {cal.pass_steps()[k]:>5.2f} steps"
         for proposer in proposers:
             needed = cal.break_even(proposer, k)
             row += (f"  {cal.round_cost(proposer, k):>5.2f} steps"
@@ -105,20 +108,8 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
         best = f"k={k}, {times(speed)}" if k else "plain decoding (no k beats it)"
         lines += ["", f"{proposer} at {percent(acceptance)} acceptance: best {best}"]
         lines += speedup_chart([(k, cal.speedup(proposer, k, acceptance)) for k in SHOWN_KS])
-    typical = cal.typical_best_k()
-    if typical is not None and cal.guess_survival:
-        k, speed = typical
-        best = f"best k={k}, {times(speed)}" if k else "plain decoding wins (no k beats it)"
-        hopes = hope_budget(MAX_DRAFT_TOKENS, cal.drafting_costs("draft"), cal.guess_survival)
-        lines += ["", f"the draft's greedy guesses on the built-in "
-                  f"{' and '.join(GUESS_PROMPTS)} prompts ({GUESS_TOKENS} tokens each):",
-                  f"  right at {percent(cal.guess_survival[0])} of tokens; survival by "
-                  "position " + " ".join(percent(s) for s in cal.guess_survival[:4]) + " ...",
-                  f"  at that: {best}"]
-        lines += (["  auto may hope for deeper drafts than its counts support"] if hopes else
-                  ["  auto will not hope for deeper drafts than its counts support",
-                   f"  (every k past 1 is predicted {percent(1 - HOPELESS)} or more slower "
-                   "on such text)"])
+    for proposer in proposers:
+        lines += typical_lines(cal, proposer)
     if proposers:
         lines += ["", "best k by acceptance (0: plain decoding wins)",
                   "acceptance " + "".join(f"{percent(a):>7}" for a in TABLE_ACCEPTANCES)]
@@ -127,6 +118,31 @@ def report(cal: Calibration, acceptance: float) -> list[str]:
             lines.append(f"{proposer + ' k':<11}" + "".join(f"{k:>7}" for k, _ in best))
             lines.append(f"{'speedup':<11}" + "".join(f"{times(s):>7}" for _, s in best))
     return lines
+
+
+#: How ``report`` names what each drafter's typical survival was judged on.
+JUDGED = {"draft": "the draft's greedy guesses", "mtp": "the MTP head's greedy drafts"}
+
+
+def typical_lines(cal: Calibration, proposer: str) -> list[str]:
+    """What ``proposer``'s drafts on the built-in prompts predict (``typical_best_k``):
+    its survival by position, its best k there, and whether ``auto`` will hope past
+    what its counts support; none when they were not judged."""
+    typical, survival = cal.typical_best_k(proposer), cal.typical_survival(proposer)
+    if typical is None or not survival:
+        return []
+    k, speed = typical
+    best = f"best k={k}, {times(speed)}" if k else "plain decoding wins (no k beats it)"
+    hopes = hope_budget(MAX_DRAFT_TOKENS, cal.drafting_costs(proposer), survival)
+    lines = ["", f"{JUDGED[proposer]} on the built-in {' and '.join(GUESS_PROMPTS)} "
+             f"prompts ({GUESS_TOKENS} tokens each):",
+             f"  right at {percent(survival[0])} of tokens; survival by position "
+             + " ".join(percent(s) for s in survival[:4]) + " ...",
+             f"  at that: {best}"]
+    return lines + (["  auto may hope for deeper drafts than its counts support"] if hopes else
+                    ["  auto will not hope for deeper drafts than its counts support",
+                     f"  (every k past 1 is predicted {percent(1 - HOPELESS)} or more slower "
+                     "on such text)"])
 
 
 def speedup_chart(points: list[tuple[int, float]], width: int = BAR_WIDTH) -> list[str]:
@@ -181,7 +197,9 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     from specdeck.engines.catalog import describe_dir
     from specdeck.engines.compare import encode_prompt
     from specdeck.engines.errors import ModelError
-    from specdeck.engines.guess_probe import guesses_right, survival_of_guesses
+    from specdeck.engines.guess_probe import (
+        guesses_right, mtp_runs, survival_of_guesses, survival_of_runs,
+    )
     from specdeck.engines.loading import ModelStore, check_pair
     from specdeck.engines.mtp import load_mtp
     from specdeck.engines.pass_timing import (
@@ -222,13 +240,17 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     if cal.proposers:
         say("timing the decoding loop (a few short runs)")
         cal = measure_loop(cal, loaded, prompt, draft_model, mtp)
+    guess_prompts = [encode_prompt(loaded.tokenizer, get_prompt(name).text)
+                     for name in GUESS_PROMPTS]
     if draft_model is not None:
         say(f"judging the draft's guesses on the built-in {' and '.join(GUESS_PROMPTS)} "
             f"prompts ({GUESS_TOKENS} tokens each)")
-        judged = [guesses_right(loaded, draft_model,
-                                encode_prompt(loaded.tokenizer, get_prompt(name).text))
-                  for name in GUESS_PROMPTS]
+        judged = [guesses_right(loaded, draft_model, p) for p in guess_prompts]
         cal = replace(cal, guess_survival=survival_of_guesses(judged) or None)
+    if mtp is not None:
+        say("judging the MTP head's drafts on the same prompts")
+        runs = [mtp_runs(mtp, p) for p in guess_prompts]
+        cal = replace(cal, mtp_survival=survival_of_runs(runs, MAX_MTP_DEPTH) or None)
     try:
         say(f"cached in {save_calibration(cal, target_path, draft_model.path if draft_model else None)}")
     except OSError as exc:

@@ -18,6 +18,7 @@ from specdeck.engines import pass_timing
 from specdeck.engines.calibration import (
     Calibration, Timing, calibration_file, estimate_line, load_calibration, save_calibration,
 )
+from specdeck.engines.config import MAX_MTP_DEPTH
 from specdeck.engines.draft_length import auto_estimate_line
 from specdeck.engines.group_costs import PASS_SIZES
 
@@ -226,7 +227,9 @@ def test_a_broken_cache_file_is_ignored_with_one_line(tiny_family, content: byte
     assert len(lines) == 1 and "ignoring the cached result" in lines[0]
 
 
-def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkeypatch) -> None:
+def fake_timing(monkeypatch, **round_work: Timing) -> None:
+    """``calibrate`` times its probes on a ``FakeClock``, and its loop as a plain step of
+    10 ms and each drafter's ``round_work`` (``draft_round_overhead=...``)."""
     clock = FakeClock(fake_costs())
     measure = pass_timing.measure_calibration
 
@@ -237,11 +240,15 @@ def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkey
         return measure(*args, **{**kwargs, "clock": clock, "progress": both,
                                  "warmup_seconds": 0.0})
 
-    def loop(cal, *args, **kwargs):  # a plain step of 10 ms, 1 ms of work per round
-        return replace(cal, plain_step=Timing(STEP, 0.0), round_overhead=Timing(0.001, 0.0))
+    def loop(cal, *args, **kwargs):
+        return replace(cal, plain_step=Timing(STEP, 0.0), **round_work)
 
     monkeypatch.setattr(pass_timing, "measure_calibration", driven)
     monkeypatch.setattr(pass_timing, "measure_loop", loop)
+
+
+def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkeypatch) -> None:
+    fake_timing(monkeypatch, draft_round_overhead=Timing(0.001, 0.0))  # 1 ms a round
     target, draft = str(tiny_family["llama_target"]), str(tiny_family["llama_draft"])
     args = ["calibrate", "--target", target, "--draft", draft, "--reps", "3", "--warmup", "1",
             "--acceptance", "90%"]
@@ -264,6 +271,22 @@ def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkey
     assert record["passes"][1]["seconds"] == pytest.approx(pass_seconds(2))
     assert len(record["guess_survival"]) == 16
     assert Calibration.from_dict(record) == load_calibration(target, draft)
+
+
+def test_calibrate_judges_an_mtp_heads_drafts(tiny_family, capsys, monkeypatch) -> None:
+    """A target with an MTP head and no draft: its step is timed, its rounds' own work,
+    and its greedy drafts on the built-in prompts (``mtp_runs``), cached and shown."""
+    fake_timing(monkeypatch, mtp_round_overhead=Timing(0.002, 0.0))
+    target = str(tiny_family["mtp_target"])
+    assert main(["calibrate", "--target", target, "--reps", "3", "--warmup", "1"]) == 0
+    out, err = capsys.readouterr()
+    assert "judging the MTP head's drafts on the same prompts" in err
+    assert "the MTP head's greedy drafts on the built-in code and prose prompts" in out
+    assert "a round's own work 2.0 ms;" in out
+    cached = load_calibration(target)
+    assert cached.mtp_survival is not None and len(cached.mtp_survival) == MAX_MTP_DEPTH
+    assert cached.guess_survival is None and cached.round_cost("mtp", 1) == pytest.approx(
+        (MTP + pass_seconds(2) + 0.002) / STEP)
 
 
 def test_cached_without_a_calibration_is_one_line(tiny_family, capsys) -> None:
@@ -300,30 +323,58 @@ def test_the_loops_own_costs_price_every_round() -> None:
     work: a plain step of 12.5 ms and 2 ms a round make k = 1 cost (2 + 15 + 2) / 12.5
     plain steps; 9 ms a round would make it cost more than its 2 tokens."""
     cal = replace(hand_made(), plain_step=Timing(0.0125, 0.01),
-                  round_overhead=Timing(0.002, 0.3))
-    assert cal.verify_passes[0] == 1.0
-    assert cal.verify_passes[1] == pytest.approx((0.015 + 0.002) / 0.0125)
+                  draft_round_overhead=Timing(0.002, 0.3))
+    assert cal.verify_passes("draft")[0] == 1.0
+    assert cal.verify_passes("draft")[1] == pytest.approx((0.015 + 0.002) / 0.0125)
     assert cal.round_cost("draft", 1) == pytest.approx(19 / 12.5)
     assert cal.break_even("draft", 1) == pytest.approx(19 / 12.5 - 1)
-    assert replace(cal, round_overhead=Timing(0.009, 0.0)).break_even("draft", 1) is None
+    assert replace(cal, draft_round_overhead=Timing(0.009, 0.0)).break_even("draft", 1) is None
     assert Calibration.from_dict(cal.to_dict()) == cal
-    assert Calibration.from_dict({**cal.to_dict(), "round_overhead": {"seconds": -1}}) is None
+    assert Calibration.from_dict({**cal.to_dict(), "draft_round_overhead": {"seconds": -1}}) is None
     # Version 1 records (no loop timed, priced in target steps) are not read.
     assert Calibration.from_dict({**cal.to_dict(), "version": 1}) is None
 
 
 def test_the_loop_is_timed_on_tiny_models(loaded) -> None:
     """``measure_loop`` runs the real loop: a plain step and a round's own work come
-    back, the passes stay as measured; with nobody drafting it changes nothing."""
-    target, draft, _ = loaded
+    back, each drafter's of its own rounds, the passes stay as measured; with nobody
+    drafting it changes nothing."""
+    target, draft, mtp = loaded
     prompt = list(range(5, 40))
     cal = pass_timing.measure_calibration(target, prompt, draft, reps=2, warmup=0,
                                           warmup_seconds=0.0)
     timed = pass_timing.measure_loop(cal, target, prompt, draft, runs=1, warmup_seconds=0.0)
     assert timed.passes == cal.passes and timed.draft_step == cal.draft_step
-    assert timed.plain_step.seconds > 0 and timed.round_overhead.seconds > 0
-    assert timed.verify_passes[0] == 1.0
+    assert timed.plain_step.seconds > 0 and timed.draft_round_overhead.seconds > 0
+    assert timed.mtp_round_overhead is None
+    assert timed.verify_passes("draft")[0] == 1.0
     assert pass_timing.measure_loop(cal, target, prompt) is cal
+    own = pass_timing.measure_calibration(mtp.model, prompt, None, mtp, reps=2, warmup=0,
+                                          warmup_seconds=0.0)
+    timed = pass_timing.measure_loop(own, mtp.model, prompt, None, mtp, runs=1,
+                                     warmup_seconds=0.0)
+    assert timed.mtp_round_overhead.seconds > 0 and timed.draft_round_overhead is None
+    assert timed.round_overhead("ngram") == timed.mtp_round_overhead
+
+
+def test_each_drafter_pays_its_own_round_work() -> None:
+    """A draft model's round does 1 ms of the loop's work, an MTP head's 3 ms (it
+    samples and joins its chained steps, the verify pass keeps its hidden states): with
+    a plain step of 10 ms, k = 1 costs (2 + 15 + 1) / 10 by the draft and (3 + 15 + 3)
+    / 10 by the head; prompt lookup's rounds are priced as a draft model's, or as the
+    head's where the loop timed no draft model."""
+    cal = replace(hand_made(), plain_step=Timing(STEP, 0.0),
+                  draft_round_overhead=Timing(0.001, 0.0), mtp_round_overhead=Timing(0.003, 0.0))
+    assert cal.round_cost("draft", 1) == pytest.approx(1.8)
+    assert cal.round_cost("mtp", 1) == pytest.approx(2.1)
+    assert cal.verify_passes("ngram")[1] == pytest.approx(1.6)
+    assert cal.pass_steps()[1] == pytest.approx(1.5)
+    assert replace(cal, draft_round_overhead=None).verify_passes("ngram")[1] == pytest.approx(1.8)
+    assert Calibration.from_dict(orjson.loads(orjson.dumps(cal.to_dict()))) == cal
+    assert Calibration.from_dict({**cal.to_dict(), "mtp_round_overhead": "3 ms"}) is None
+    from specdeck.calibrate_command import report
+
+    assert "a round's own work 1.0 ms (draft), 3.0 ms (mtp)" in "\n".join(report(cal, 0.6))
 
 
 def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
@@ -386,6 +437,6 @@ def test_passes_timed_out_of_order_are_pooled() -> None:
                                                                       5.0])
     bumpy = replace(hand_made(), passes=(*hand_made().passes[:4], Timing(pass_seconds(3), 0.0),
                                          *hand_made().passes[5:]))
-    costs = bumpy.verify_passes
+    costs = bumpy.verify_passes("draft")
     assert all(a <= b for a, b in zip(costs, costs[1:]))
     assert costs[3] == costs[4] == pytest.approx((pass_seconds(4) + pass_seconds(3)) / 2 / STEP)

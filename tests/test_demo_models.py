@@ -139,3 +139,25 @@ def test_a_wheel_ships_every_file_of_the_family(folder: Path, installed: Path):
     prefix = Path("share/specdeck/models") / folder.name
     assert installed.parts[-4:] == prefix.parts
     assert all(dest == prefix / rel for rel, dest in shipped.items())
+
+
+@pytest.mark.parametrize("prompt", ["code", "prose"])
+def test_the_mtp_heads_runs_are_what_its_rounds_keep(models, prompt):
+    """``mtp_runs`` chains the head from every output token at once: each round of a
+    real MTP run, at any depth, keeps exactly the shorter of its drafts and the run
+    from the token it drafts at; and the demo head keeps deep runs somewhere, so this
+    is not a text where nothing is ever kept."""
+    from specdeck.engines.config import MAX_MTP_DEPTH
+    from specdeck.engines.guess_probe import mtp_runs
+
+    ids = encode_prompt(models.target.tokenizer, get_prompt(prompt).text)
+    runs = mtp_runs(models.mtp, ids, 64)
+    assert len(runs) == 64 and runs[0] == 0 and max(runs) >= 3
+    assert all(0 <= run <= MAX_MTP_DEPTH for run in runs)
+    for depth in (1, 3, MAX_MTP_DEPTH):
+        settings = DecodeSettings(max_tokens=64, stop_at_eos=False, mtp_depth=depth)
+        done = 0
+        for r in _trace("mtp", models, prompt, settings).rounds:
+            if r.drafted:
+                assert r.accepted == min(runs[done], len(r.drafted)), (depth, done)
+            done += len(r.tokens)

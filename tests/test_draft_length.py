@@ -233,7 +233,7 @@ def test_a_calibration_prices_the_first_round() -> None:
     for i in range(TRIALS - 1):
         # Every draft kept, at the calibrated costs (a plain step of 10 ms).
         policy.observe(synthetic(START, START, draft_step=0.0005,
-                                 verify=0.010 * cheap.verify_passes[START], index=i + 1))
+                                 verify=0.010 * cheap.verify_passes("draft")[START], index=i + 1))
         choice = policy.choose()
         assert (choice == LengthChoice(START)) == (i < TRIALS - 2)
     assert not policy.one_token.count and policy.unit() == pytest.approx(0.010)
@@ -248,7 +248,7 @@ def test_a_calibration_prices_the_first_round() -> None:
                         made_calibration(draft_step=0.05, slope=0.5, mtp_step=0.6))
     assert dear.choose() == LengthChoice(0, 1.0, 1.0, False)
     # Prompt lookup drafts for free; a proposer the calibration did not time has no prior.
-    assert cheap.drafting_costs("ngram") == (0.0, cheap.verify_passes)
+    assert cheap.drafting_costs("ngram") == (0.0, cheap.verify_passes("ngram"))
     assert draft_length(DecodeSettings(mtp_depth=AUTO), "mtp", cheap).choose() == LengthChoice(0)
 
 
@@ -261,7 +261,7 @@ def test_near_break_even_a_plain_step_is_timed_before_the_first_choice() -> None
     choices = [policy.choose()]
     for i in range(TRIALS - 1):
         policy.observe(synthetic(START, i % 2, draft_step=0.001,
-                                 verify=0.010 * calibration.verify_passes[START], index=i + 1))
+                                 verify=0.010 * calibration.verify_passes("draft")[START], index=i + 1))
         choices.append(policy.choose())
     for i in range(TIMED_MIN + 2):
         policy.observe(synthetic(0, 0, draft_step=0, verify=0.010, index=TRIALS + i))
@@ -282,7 +282,7 @@ def test_a_k_is_the_best_only_one_position_past_those_judged_often(monkeypatch) 
     policy = AdaptiveLength(8, cheap.drafting_costs("draft"))
 
     def kept_all(k: int, index: int) -> Round:
-        return synthetic(k, k, draft_step=0.0005, verify=0.010 * cheap.verify_passes[k],
+        return synthetic(k, k, draft_step=0.0005, verify=0.010 * cheap.verify_passes("draft")[k],
                          index=index)
 
     rounds = [synthetic(0, 0, draft_step=0, verify=0.010, index=i) for i in (1, 2, 3)]
@@ -537,7 +537,7 @@ def test_without_a_plain_step_the_calibration_is_scaled_to_the_run() -> None:
     model = policy.calibrated()
     assert model.draft_step == pytest.approx(0.2)
     assert model.verify_cost(2) == pytest.approx(1.2)
-    assert model.verify_cost(5) == pytest.approx(cal.verify_passes[5]) == pytest.approx(1.5)
+    assert model.verify_cost(5) == pytest.approx(cal.verify_passes("draft")[5]) == pytest.approx(1.5)
 
 
 def test_fixed_and_auto_settings() -> None:
