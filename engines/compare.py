@@ -154,7 +154,7 @@ def time_estimates(request: CompareRequest, calibration: Calibration | None) -> 
     if calibration is None:
         return []
     settings = request.settings
-    return [f"{name}: " + (auto_estimate_line(calibration, name)
+    return [f"{name}: " + (auto_estimate_line(calibration, name, settings.sampling.greedy)
                            if settings.draft_count(name) == AUTO
                            else estimate_line(calibration, name, settings.max_drafts(name)))
             for name in request.strategies

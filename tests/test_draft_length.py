@@ -954,7 +954,8 @@ def test_where_plain_wins_on_ordinary_text_the_first_tries_are_two() -> None:
     """A pair whose draft guesses a third of ordinary text right, where (priced by the
     calibration) plain steps beat every k: with the draft's guesses judged, two tries,
     not four, then plain steps (the guesses judge drafts from there); where k = 1 would
-    pay at that survival, or without the guesses, four as before."""
+    pay at that survival, four as before. Without the guesses (at temperature > 0)
+    none: it starts at plain steps (``typical_loses``), four where k = 1 pays."""
     typical = (0.32, 0.1, 0.02) + (0.0,) * 13
     costly = (0.25, tuple(1.0 + 0.42 * k for k in range(17)))
     cheap = (0.05, tuple(1.0 + 0.02 * k for k in range(17)))
@@ -967,6 +968,9 @@ def test_where_plain_wins_on_ordinary_text_the_first_tries_are_two() -> None:
     assert not pays.plain_typical
     assert tries(first_tries(pays, lambda i, k: 0)) == [1] * TRIALS
     blind = AdaptiveLength(16, costly, typical)
+    assert blind.typical_loses and not pays.typical_loses
+    assert tries(first_tries(blind, lambda i, k: 0, guesses=False)) == []
+    blind = AdaptiveLength(16, cheap, typical)
     assert tries(first_tries(blind, lambda i, k: 0, guesses=False)) == [START] * TRIALS
 
 

@@ -11,13 +11,18 @@ import pytest
 
 from specdeck.engines.calibration import Calibration, Timing
 from specdeck.engines.compare import encode_prompt
-from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings, Sampling
+from specdeck.engines.config import (
+    AUTO, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling,
+)
 from specdeck.engines.events import Round
 from specdeck.engines.draft_length import (
-    HOPE_BUDGET, TIMED_MIN, AdaptiveLength, draft_length, hope_budget,
+    HOPE_BUDGET, START, TIMED_MIN, AdaptiveLength, auto_estimate_line, draft_length,
+    hope_budget,
 )
 from specdeck.engines.group_costs import PASS_SIZES
-from specdeck.engines.guess_probe import guesses_right, survival_of_guesses
+from specdeck.engines.guess_probe import (
+    guesses_right, runs_of, survival_of_guesses, survival_of_runs,
+)
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.strategies import Models, run_strategy
 from test_draft_length import feed, synthetic
@@ -44,6 +49,9 @@ def test_the_survival_counts_the_run_of_right_guesses_from_every_token() -> None
     assert survival_of_guesses([[True, True, False, True], [False]], most=3) == (
         pytest.approx(3 / 5), pytest.approx(1 / 5), 0.0)
     assert survival_of_guesses([]) == ()
+    assert runs_of([True, True, False, True]) == [2, 1, 0, 1]
+    # Runs given as they are (an MTP head's, chained, are not runs of right guesses).
+    assert survival_of_runs([[0, 3, 1], [2]], most=3) == (0.75, 0.5, 0.25)
 
 
 def test_the_guesses_are_what_drafting_rounds_keep(tiny_family) -> None:
@@ -92,12 +100,59 @@ def test_no_hope_where_no_k_past_one_pays_on_ordinary_text() -> None:
     assert hopeful(POOR) == 0
 
 
-def test_the_draft_model_takes_the_calibrations_guesses_and_other_drafters_do_not() -> None:
+def test_each_drafter_takes_its_own_survival_from_the_calibration() -> None:
     settings = DecodeSettings(num_draft_tokens=AUTO, mtp_depth=AUTO, ngram_k=AUTO)
-    poor = calibration(POOR)
+    poor = calibration(POOR)  # the draft's guesses judged, the MTP head's drafts not
     assert draft_length(settings, "draft", poor).hope_budget == 0.0
     assert draft_length(settings, "mtp", poor).hope_budget == HOPE_BUDGET
     assert draft_length(settings, "ngram", poor).hope_budget == HOPE_BUDGET
+    poor_head = replace(calibration(GOOD), mtp_survival=POOR[:MAX_MTP_DEPTH])
+    assert draft_length(settings, "mtp", poor_head).hope_budget == 0.0
+    assert draft_length(settings, "draft", poor_head).hope_budget == HOPE_BUDGET
+
+
+def mtp_policy(survival: tuple[float, ...] | None) -> AdaptiveLength:
+    """``auto`` for an MTP head whose step costs 0.3 plain steps (k = 1 at the poor
+    survival: 1.2 tokens for 1.4 steps), its drafts on ordinary text surviving as
+    ``survival``."""
+    cal = replace(calibration(None), mtp_step=Timing(0.003, 0.0), mtp_survival=survival)
+    policy = draft_length(DecodeSettings(mtp_depth=AUTO), "mtp", cal)
+    assert isinstance(policy, AdaptiveLength)
+    return policy
+
+
+def test_no_tries_where_the_heads_drafts_lose_on_ordinary_text() -> None:
+    """Where every k loses at the head's survival on ordinary text, ``auto`` starts at
+    plain steps, and a round trying drafting from them (each losing 1.9 plain steps:
+    0.4 its own, 1.5 the plain step after it) waits until 2 % of the plain steps run
+    cover what the ones before lost: one in 90 rounds, where a floor of three plain
+    steps had paid for two. With a good survival, or none judged, it tries first."""
+    policy = mtp_policy(POOR[:MAX_MTP_DEPTH])
+    assert policy.typical_loses
+    choices, after_round = [], False
+    for i in range(1, 91):
+        choice = policy.choose()
+        choices.append(choice)
+        seconds = 0.3 * choice.k + 1.0 + 0.1 * choice.k if choice.k else (
+            2.5 if after_round else 1.0)
+        event = synthetic(choice.k, 0, draft_step=0.3 if choice.k else 0.0,
+                          verify=seconds - 0.3 * choice.k, index=i)
+        event.auto_k, event.auto_explored = choice.k, choice.explored
+        policy.observe(event)
+        after_round = bool(choice.k)
+    assert choices[0].k == 0
+    drafting = [c for c in choices if c.k]
+    assert len(drafting) == 1 and drafting[0].explored and not drafting[0].hoped
+    for survival in (GOOD[:MAX_MTP_DEPTH], None):
+        other = mtp_policy(survival)
+        assert not other.typical_loses
+        assert other.choose().k == START
+    # Said before a run: of the head; of a draft model only where no guesses are judged.
+    cal = replace(calibration(POOR), draft_step=Timing(0.003, 0.0), mtp_step=Timing(0.003, 0.0),
+                  mtp_survival=POOR[:MAX_MTP_DEPTH])
+    assert "auto starts at plain steps, with no tries" in auto_estimate_line(cal, "mtp")
+    assert "with no tries" in auto_estimate_line(cal, "draft", guesses=False)
+    assert "with no tries" not in auto_estimate_line(cal, "draft")
 
 
 @pytest.mark.parametrize("survival", ["most", [1.2], [0.2, 0.5], [], [0.5] * 17, [None]])
@@ -123,3 +178,10 @@ def test_calibrate_reports_the_guesses_and_what_auto_makes_of_them() -> None:
     text = "\n".join(report(calibration(GOOD), 0.6))
     assert "right at 80% of tokens" in text and "auto may hope" in text
     assert "greedy guesses" not in "\n".join(report(calibration(None), 0.6))
+    head = replace(calibration(GOOD), mtp_step=Timing(0.003, 0.0),
+                   mtp_survival=POOR[:MAX_MTP_DEPTH])
+    text = "\n".join(report(head, 0.6))
+    assert "the MTP head's greedy drafts on the built-in code and prose prompts" in text
+    after = text[text.index("the MTP head's greedy drafts"):]
+    assert "right at 20% of tokens" in after and "plain decoding wins" in after
+    assert "auto will not hope" in after
