@@ -13,9 +13,11 @@ pair (``specdeck calibrate``), off from it by a per-replay error and a per-round
 guesses over plain steps are judged after ``guess_after`` of them, a draft step and
 ``--guess-token`` plain steps a token; the first drafting round after plain steps also
 feeds the draft the tokens it has not seen, ``--catch-up-token`` each; a round that kept
-all k judges the next position).
+all k judges the next position). With ``--drafter mtp`` the target's MTP head drafts:
+what its round from each token keeps (``engines.guess_probe.mtp_runs``, chained as the
+head drafts; a real run's rounds keep exactly that), no guesses judged.
 
-It prints, per prompt, the share of the draft's guesses that are right, the tokens per
+It prints, per prompt, the share of tokens from which a first draft is right, the tokens per
 plain step of auto (and of ``--against``, another
 copy of ``engines/draft_length.py``, e.g. ``git show HEAD~:engines/draft_length.py``) and
 of each fixed k, and auto over the best of plain and the fixed k: a model of the
@@ -28,6 +30,7 @@ then measured for real (``bench/auto_k.py``); one it does not is not worth the V
     python bench/auto_replay.py --family smollm2 --max-tokens 96 [--prompts code,csv]
                                 [--seeds 30] [--against /tmp/old_draft_length.py | HEAD~]
                                 [--costs 0.15,0.06]   # another machine's costs
+                                [--drafter mtp --linger 1.46,0.08,0.08]  # the MTP head
 """
 
 from __future__ import annotations
@@ -58,30 +61,36 @@ RECORDS = Path(tempfile.gettempdir()) / "specdeck-auto-replay"
 
 
 def record(family: str, name: str, tokens: int, drafter: str = "draft") -> dict:
-    """Whether the draft's greedy guess at each token of the target's greedy output is
-    right, and the calibration's draft step (``drafter``'s) and verify passes (in plain
-    steps)."""
+    """What a greedy round drafting at each token of the target's greedy output keeps
+    (``runs``): for the draft model, from whether its guess at each token is right
+    (``matches``, judged over plain steps too); for the MTP head (``--drafter mtp``),
+    its chained drafts from each token (``engines.guess_probe.mtp_runs``). With the
+    calibration's draft step and verify passes (``drafter``'s, in plain steps) and the
+    drafter's survival on the built-in prompts (``typical``)."""
     from specdeck.engines.calibration import load_calibration
     from specdeck.engines.families import require_family
+    from specdeck.engines.guess_probe import runs_of
 
     pair = require_family(family)
     text = prompt_text(name)
-    key = hashlib.sha256(f"{family}\0{tokens}\0{text}\0guess_probe".encode()).hexdigest()[:16]
+    probe = "guess_probe" if drafter == "draft" else "mtp_runs"
+    key = hashlib.sha256(f"{family}\0{tokens}\0{text}\0{probe}".encode()).hexdigest()[:16]
     path = RECORDS / f"{key}.json"
     calibration = load_calibration(pair.target, pair.draft)
     if calibration is None:
         raise SystemExit(f"no calibration of the {family} pair: run "
                          f"`specdeck calibrate --family {family}` first")
     draft_step, passes = calibration.drafting_costs(drafter)
-    typical = list(calibration.guess_survival or ())
+    typical = list(calibration.typical_survival(drafter) or ())
     if path.is_file():
-        matches = json.loads(path.read_text())
+        judged = json.loads(path.read_text())
     else:
-        matches = guesses_right(pair, text, tokens)
+        judged = (guesses_right if drafter == "draft" else head_runs)(pair, text, tokens)
         RECORDS.mkdir(exist_ok=True)
-        path.write_text(json.dumps(matches))
-    return {"matches": matches, "draft_step": draft_step, "passes": list(passes),
-            "typical": typical}
+        path.write_text(json.dumps(judged))
+    matches = judged if drafter == "draft" else None
+    return {"matches": matches, "runs": runs_of(judged) if matches else judged,
+            "draft_step": draft_step, "passes": list(passes), "typical": typical}
 
 
 @functools.cache
@@ -95,18 +104,33 @@ def model_store():
 def guesses_right(pair, text: str, tokens: int) -> list[bool]:
     """The draft's guesses as ``specdeck calibrate`` judges them (``engines.guess_probe``:
     through the draft's own output layer, cut down where its folder lists its tokens)."""
+    from specdeck.engines.guess_probe import guesses_right as judged
+
+    models, prompt = pair_models(pair, text, tokens, "draft")
+    return judged(models.target, models.draft, prompt, tokens)
+
+
+def head_runs(pair, text: str, tokens: int) -> list[int]:
+    """What a greedy round of the target's MTP head drafting at each output token keeps
+    (``engines.guess_probe.mtp_runs``: a real run's rounds keep exactly that)."""
+    from specdeck.engines.guess_probe import mtp_runs
+
+    models, prompt = pair_models(pair, text, tokens, "mtp")
+    return mtp_runs(models.mtp, prompt, tokens)
+
+
+def pair_models(pair, text: str, tokens: int, drafter: str):
+    """The family's models ``drafter`` needs, loaded once, and ``text`` encoded."""
     from specdeck.engines.compare import encode_prompt
     from specdeck.engines.config import AUTO
-    from specdeck.engines.guess_probe import guesses_right as judged
     from specdeck.engines.requests import SweepPrompt, SweepRequest
     from specdeck.engines.sweep import sweep_models
 
     request = SweepRequest(target=pair.target, draft=pair.draft,
-                           prompts=[SweepPrompt("p", text, "p")], strategies=["draft"],
-                           ks=[AUTO], reps=1, max_tokens=tokens)
+                           prompts=[SweepPrompt("p", text, "p")], strategies=[drafter],
+                           ks=[AUTO], depths=[AUTO], reps=1, max_tokens=tokens)
     models = sweep_models(request, model_store())
-    prompt = list(encode_prompt(models.target.tokenizer, text))
-    return judged(models.target, models.draft, prompt, tokens)
+    return models, list(encode_prompt(models.target.tokenizer, text))
 
 
 def load_module(path: str, name: str = "replayed_draft_length") -> ModuleType:
@@ -164,15 +188,12 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
     from specdeck.engines.draft_length import LearnsFromGuesses
     from specdeck.engines.events import Round
 
-    matches, passes = data["matches"], data["passes"]
-    n = len(matches)
+    matches, run, passes = data["matches"], data["runs"], data["passes"]
+    n = len(run)
     off = rng.uniform(-error, error)  # the machine is not as calibrated
     draft_step = data["draft_step"] * (1 + rng.uniform(-error, error))
     verify = [1.0] + [1 + (c - 1) * (1 + off) for c in passes[1:]]
-    run = [0] * (n + 1)  # right guesses in a row from each position
-    for j in range(n - 1, -1, -1):
-        run[j] = run[j + 1] + 1 if matches[j] else 0
-    guessing = isinstance(policy, LearnsFromGuesses) and not blind
+    guessing = isinstance(policy, LearnsFromGuesses) and matches is not None and not blind
     if guessing:
         policy.expect_guesses()
     unit = 0.01  # seconds of a plain step; every cost scales with it
@@ -237,17 +258,16 @@ def main() -> int:
                     help="judge no guesses over plain steps (auto as it runs for an MTP "
                          "head, prompt lookup or at temperature > 0)")
     ap.add_argument("--drafter", choices=("draft", "mtp"), default="draft",
-                    help="whose calibrated draft step prices the rounds (the acceptance is "
-                         "still the draft model's guesses; with --blind, --round-work and "
-                         "--linger, auto as it runs for the demo's MTP head)")
+                    help="who drafts: the family's draft model, or the target's MTP head "
+                         "(its own chained drafts from each token, no guesses judged, "
+                         "priced by its calibrated step and round work)")
     ap.add_argument("--round-work", type=float, default=0.0,
-                    help="plain steps a drafting round costs besides its draft steps and "
-                         "verify pass (the demo's MTP head: a round of one draft ran 1.85 "
-                         "plain steps against 1.52 calibrated, 0.33)")
+                    help="plain steps a drafting round costs besides its draft steps, its "
+                         "verify pass and the round work calibrated")
     ap.add_argument("--linger", default="",
                     help="what the plain steps after a drafting round cost above one, by "
-                         "position, comma-separated (the demo's MTP head: "
-                         "1.36,0.11,0.12,0.13,0.06,0.03,0.08,0.06,0.04,0.06)")
+                         "position, comma-separated (the demo's MTP head, OpenBLAS on one "
+                         "thread as the app runs it: 1.46,0.08,0.08,0.06,0.06)")
     ap.add_argument("--against", help="another draft_length.py to replay beside auto, "
                                       "or a git revision (its draft_length and right_guesses)")
     ap.add_argument("--costs", metavar="DRAFT_STEP,SLOPE",
@@ -258,6 +278,7 @@ def main() -> int:
     args = ap.parse_args()
 
     from specdeck.engines import draft_length
+    from specdeck.engines.config import MAX_MTP_DEPTH
 
     policies = {"auto": draft_length}
     if args.against:
@@ -274,7 +295,7 @@ def main() -> int:
     against_plain = {label: [] for label in policies}
     for name in args.prompts.split(","):
         data = record(args.family, name, args.max_tokens, args.drafter)
-        most = len(data["passes"]) - 1
+        most = len(data["passes"]) - 1 if args.drafter == "draft" else MAX_MTP_DEPTH
         if args.costs:
             step, slope = (float(v) for v in args.costs.split(","))
             data = {**data, "draft_step": step,
@@ -298,7 +319,7 @@ def main() -> int:
                                    clocks[label])
                  for label, module in policies.items()}
         ks = {k: mean_speed(lambda k=k: draft_length.FixedLength(k)) for k in fixed}
-        right = sum(data["matches"]) / len(data["matches"])
+        right = sum(run > 0 for run in data["runs"]) / len(data["runs"])
         best = max(max(ks.values()), 1.0)
         for label, speed in autos.items():
             against_best[label].append(speed / best)
