@@ -52,6 +52,35 @@ def test_compare_without_prompt_uses_the_default_prompt_headless_and_in_the_app(
     assert opened[0].prompt == get_prompt().text
 
 
+def test_the_playground_refuses_to_start_without_a_terminal(tiny_family, tmp_path) -> None:
+    """Started with its input and error redirected (a background job, cron, a pipe), the
+    app had drawn into the file and spun a core until killed: one line and exit 2 now,
+    for a live comparison and a saved session alike; the same line without a terminal
+    on standard error alone."""
+    models = ["--target", str(tiny_family["llama_target"])]
+    saved = tmp_path / "s.json"
+    saved.write_bytes(orjson.dumps(document(sample_traces())))
+    line = ("specdeck: error: the playground needs a terminal, and standard input and "
+            "error are not one here: add --headless to print instead")
+    for args in (["compare", *models, "--strategies", "plain", "--prompt", "hi"],
+                 ["replay", str(saved)]):
+        done = run(*args, stdin=subprocess.DEVNULL)
+        assert done.returncode == 2 and done.stderr.strip().splitlines() == [line], done.stderr
+    from specdeck.tui.terminal import require_terminal
+
+    class Terminal:
+        def isatty(self) -> bool:
+            return True
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stdin", Terminal())
+        patch.setattr(sys, "stderr", Terminal())
+        require_terminal()  # both a terminal: it starts
+        patch.setattr(sys, "stderr", tmp_path.joinpath("log").open("w"))
+        with pytest.raises(UserError, match="standard error is not one here"):
+            require_terminal()
+
+
 def test_a_missing_target_is_named_before_the_missing_draft(tmp_path, capsys) -> None:
     assert main(["compare", "--headless", "--target", str(tmp_path / "nonexistent")]) == 2
     err = capsys.readouterr().err.strip().splitlines()

@@ -48,6 +48,7 @@ from specdeck.playback import Playback, Schedule, finish_places, next_speed, str
 from specdeck.session import SCHEMA_VERSION, Session
 from specdeck.session_store import default_sessions_dir, why_not
 from specdeck.tui.commands import SpecdeckCommands
+from specdeck.tui.terminal import require_terminal
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.fitting_footer import FittingFooter
@@ -1103,8 +1104,9 @@ def run_app(
     ``Session.memory_estimates``) go beside the measured peaks, ``measured`` (its
     ``Session.measured``) says how far repeated timings spread.
     Returns a line for each run whose session did not land in the sessions folder, to
-    say again once the terminal is back.
+    say again once the terminal is back. Refused without a terminal (``require_terminal``).
     """
+    require_terminal()
     app = SpecdeckApp(request, traces, settings=settings, title=title, prompt=prompt,
                       memory_estimates=memory_estimates, measured=measured,
                       sessions_dir=sessions_dir, save_sessions=save_sessions, hint=hint)

@@ -17,6 +17,7 @@ from textual.widgets import DataTable, Header, Static
 from specdeck.chart import auto_levels, series_of
 from specdeck.literal import literal
 from specdeck.sweep_file import COLUMNS, Sweep, cell_row, why_lines
+from specdeck.tui.terminal import require_terminal
 from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.speedup_chart import SpeedupChart
 from specdeck.visible import visible
@@ -85,5 +86,7 @@ class SweepApp(LiteralNotify, App[None]):
 
 
 def run_sweep_view(sweep: Sweep) -> None:
-    """Open a loaded sweep (``specdeck.sweep_file.load_sweep``) in the terminal."""
+    """Open a loaded sweep (``specdeck.sweep_file.load_sweep``) in the terminal (refused
+    without one: ``require_terminal``)."""
+    require_terminal()
     SweepApp(sweep).run()
