@@ -32,7 +32,7 @@ No mlx here.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -263,6 +263,12 @@ class Calibration:
         if not survival or drafter not in self.proposers:
             return None
         return fastest_or_plain(self.cost_model(drafter, survival=survival))
+
+    def target_alone(self) -> Calibration:
+        """This calibration without the draft model: what a run with the target alone
+        (its MTP head, prompt lookup) is priced by."""
+        return replace(self, draft=None, draft_identity=None, draft_step=None,
+                       draft_round_overhead=None, guess_survival=None)
 
     def to_dict(self) -> dict:
         return {

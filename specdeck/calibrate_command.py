@@ -253,6 +253,10 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
         cal = replace(cal, mtp_survival=survival_of_runs(runs, MAX_MTP_DEPTH) or None)
     try:
         say(f"cached in {save_calibration(cal, target_path, draft_model.path if draft_model else None)}")
+        if draft_model is not None:
+            # What a run without the draft model reads (MTP, prompt lookup): the same
+            # target measured, without what only the pair has.
+            say(f"and for the target alone in {save_calibration(cal.target_alone(), target_path, None)}")
     except OSError as exc:
         say(f"warning: the calibration was not cached ({why_not(exc)})")
     return cal

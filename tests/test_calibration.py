@@ -255,6 +255,7 @@ def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkey
     assert main(args) == 0
     out, err = capsys.readouterr()
     assert "passes timed" in err and "timing the decoding loop" in err and "cached in" in err
+    assert "and for the target alone in" in err
     assert "judging the draft's guesses on the built-in code and prose prompts" in err
     assert "the draft's greedy guesses on the built-in code and prose prompts" in out
     assert "\r" not in err and "\033" not in err  # a log, not a terminal: plain lines
@@ -271,6 +272,11 @@ def test_calibrate_command_measures_caches_and_shows(tiny_family, capsys, monkey
     assert record["passes"][1]["seconds"] == pytest.approx(pass_seconds(2))
     assert len(record["guess_survival"]) == 16
     assert Calibration.from_dict(record) == load_calibration(target, draft)
+    # A run of the target without the draft (its MTP head, prompt lookup) finds it too,
+    # with nothing of the draft's.
+    alone = load_calibration(target)
+    assert alone == load_calibration(target, draft).target_alone()
+    assert alone.draft_step is None and alone.guess_survival is None and alone.passes
 
 
 def test_calibrate_judges_an_mtp_heads_drafts(tiny_family, capsys, monkeypatch) -> None:
