@@ -88,8 +88,9 @@ def record(family: str, name: str, tokens: int, drafter: str = "draft") -> dict:
         judged = (guesses_right if drafter == "draft" else head_runs)(pair, text, tokens)
         RECORDS.mkdir(exist_ok=True)
         path.write_text(json.dumps(judged))
-    matches = judged if drafter == "draft" else None
-    return {"matches": matches, "runs": runs_of(judged) if matches else judged,
+    guessed = drafter == "draft"
+    return {"matches": judged if guessed else None,
+            "runs": runs_of(judged) if guessed else judged,
             "draft_step": draft_step, "passes": list(passes), "typical": typical}
 
 
@@ -104,19 +105,19 @@ def model_store():
 def guesses_right(pair, text: str, tokens: int) -> list[bool]:
     """The draft's guesses as ``specdeck calibrate`` judges them (``engines.guess_probe``:
     through the draft's own output layer, cut down where its folder lists its tokens)."""
-    from specdeck.engines.guess_probe import guesses_right as judged
+    from specdeck.engines.guess_probe import greedy_output, guesses_right as judged
 
     models, prompt = pair_models(pair, text, tokens, "draft")
-    return judged(models.target, models.draft, prompt, tokens)
+    return judged(models.draft, prompt, greedy_output(models.target, prompt, tokens))
 
 
 def head_runs(pair, text: str, tokens: int) -> list[int]:
     """What a greedy round of the target's MTP head drafting at each output token keeps
     (``engines.guess_probe.mtp_runs``: a real run's rounds keep exactly that)."""
-    from specdeck.engines.guess_probe import mtp_runs
+    from specdeck.engines.guess_probe import greedy_output, mtp_runs
 
     models, prompt = pair_models(pair, text, tokens, "mtp")
-    return mtp_runs(models.mtp, prompt, tokens)
+    return mtp_runs(models.mtp, prompt, greedy_output(models.mtp.model, prompt, tokens))
 
 
 def pair_models(pair, text: str, tokens: int, drafter: str):

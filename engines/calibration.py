@@ -18,9 +18,9 @@ breaks even with plain decoding, and the best k for a given acceptance.
 (``cost_model(survival=...)``).
 
 A calibration also judges how far each drafter's drafts run on ordinary text (a few of
-the built-in prompts): the draft model's greedy guesses (``engines.guess_probe``) and the
-MTP head's rounds; ``auto`` reads from that survival whether drafting past one pays
-there at all.
+the built-in prompts): the draft model's greedy guesses and the MTP head's chained
+drafts (``engines.guess_probe``); ``auto`` reads from that survival whether drafting
+past one pays there at all.
 
 The result is cached per machine and model pair (``engines.measured_cache``) for the
 adaptive draft length (``drafting_costs``: ``auto`` drafts from its first round, priced
@@ -126,8 +126,8 @@ class Calibration:
     #: than it is, the more so the fewer tokens it verifies, and the best k predicted
     #: comes out too small. Each drafter's own: an MTP round does more (its chained
     #: head steps sampled and joined, the verify pass's hidden states kept), and priced
-    #: by the draft model's work the demo's head ran rounds of one and two drafts 0.3
-    #: and 0.4 plain steps dearer than calibrated.
+    #: by the draft model's work the demo's head ran rounds of one and two drafts
+    #: 0.2-0.5 plain steps dearer than calibrated.
     plain_step: Timing | None = None
     draft_round_overhead: Timing | None = None
     mtp_round_overhead: Timing | None = None

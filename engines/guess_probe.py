@@ -41,11 +41,9 @@ def greedy_output(target: LoadedModel, prompt: list[int], tokens: int = GUESS_TO
             if isinstance(event, Round) for t in event.tokens]
 
 
-def guesses_right(target: LoadedModel, draft: LoadedModel, prompt: list[int],
-                  tokens: int = GUESS_TOKENS) -> list[bool]:
-    """Whether the draft's greedy guess at each token of the target's greedy output to
-    ``prompt`` is that token."""
-    output = greedy_output(target, prompt, tokens)
+def guesses_right(draft: LoadedModel, prompt: list[int], output: list[int]) -> list[bool]:
+    """Whether the draft's greedy guess at each token of ``output``, the target's greedy
+    output to ``prompt`` (``greedy_output``), is that token."""
     if not output:
         return []
     vocabulary = draft.vocabulary or WholeVocabulary(draft.model)
@@ -65,9 +63,10 @@ def runs_of(matches: Sequence[bool]) -> list[int]:
     return runs[::-1]
 
 
-def mtp_runs(mtp: MtpModel, prompt: list[int], tokens: int = GUESS_TOKENS,
+def mtp_runs(mtp: MtpModel, prompt: list[int], output: list[int],
              depth: int = MAX_MTP_DEPTH) -> list[int]:
-    """From each token of the target's greedy output to ``prompt``, how many drafts a
+    """From each token of ``output``, the greedy output of the head's model to ``prompt``
+    (``greedy_output``), how many drafts a
     greedy round of the MTP head drafting there keeps, up to ``depth``: its first draft
     from the target's hidden state behind the token before and that token, each next
     one chained on the head's own hidden state and the token before, as ``MtpDrafter``
@@ -75,7 +74,6 @@ def mtp_runs(mtp: MtpModel, prompt: list[int], tokens: int = GUESS_TOKENS,
     position at once: the trunk reads the prompt and the output in one pass, and the
     head, whose every position attends only to itself, runs ``depth`` passes over all
     of them."""
-    output = greedy_output(mtp.model, prompt, tokens)
     if len(output) < 2:
         return [0] * len(output)
     sequence = mx.array(prompt + output, mx.uint32)

@@ -128,10 +128,11 @@ def typical_lines(cal: Calibration, proposer: str) -> list[str]:
     """What ``proposer``'s drafts on the built-in prompts predict (``typical_best_k``):
     its survival by position, its best k there, and whether ``auto`` will hope past
     what its counts support; none when they were not judged."""
-    typical, survival = cal.typical_best_k(proposer), cal.typical_survival(proposer)
-    if typical is None or not survival:
+    typical = cal.typical_best_k(proposer)
+    if typical is None:
         return []
     k, speed = typical
+    survival = cal.typical_survival(proposer)
     best = f"best k={k}, {times(speed)}" if k else "plain decoding wins (no k beats it)"
     hopes = hope_budget(MAX_DRAFT_TOKENS, cal.drafting_costs(proposer), survival)
     lines = ["", f"{JUDGED[proposer]} on the built-in {' and '.join(GUESS_PROMPTS)} "
@@ -198,7 +199,7 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     from specdeck.engines.compare import encode_prompt
     from specdeck.engines.errors import ModelError
     from specdeck.engines.guess_probe import (
-        guesses_right, mtp_runs, survival_of_guesses, survival_of_runs,
+        greedy_output, guesses_right, mtp_runs, survival_of_guesses, survival_of_runs,
     )
     from specdeck.engines.loading import ModelStore, check_pair
     from specdeck.engines.mtp import load_mtp
@@ -242,21 +243,26 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
         cal = measure_loop(cal, loaded, prompt, draft_model, mtp)
     guess_prompts = [encode_prompt(loaded.tokenizer, get_prompt(name).text)
                      for name in GUESS_PROMPTS]
+    # The target answers each once; the draft's guesses and the head's drafts judge it.
+    answers = ([greedy_output(loaded, p) for p in guess_prompts]
+               if draft_model is not None or mtp is not None else [])
     if draft_model is not None:
         say(f"judging the draft's guesses on the built-in {' and '.join(GUESS_PROMPTS)} "
             f"prompts ({GUESS_TOKENS} tokens each)")
-        judged = [guesses_right(loaded, draft_model, p) for p in guess_prompts]
+        judged = [guesses_right(draft_model, p, answer)
+                  for p, answer in zip(guess_prompts, answers)]
         cal = replace(cal, guess_survival=survival_of_guesses(judged) or None)
     if mtp is not None:
         say("judging the MTP head's drafts on the same prompts")
-        runs = [mtp_runs(mtp, p) for p in guess_prompts]
+        runs = [mtp_runs(mtp, p, answer) for p, answer in zip(guess_prompts, answers)]
         cal = replace(cal, mtp_survival=survival_of_runs(runs, MAX_MTP_DEPTH) or None)
     try:
         say(f"cached in {save_calibration(cal, target_path, draft_model.path if draft_model else None)}")
         if draft_model is not None:
             # What a run without the draft model reads (MTP, prompt lookup): the same
             # target measured, without what only the pair has.
-            say(f"and for the target alone in {save_calibration(cal.target_alone(), target_path, None)}")
+            alone = save_calibration(cal.target_alone(), target_path, None)
+            say(f"and for the target alone in {alone}")
     except OSError as exc:
         say(f"warning: the calibration was not cached ({why_not(exc)})")
     return cal

@@ -148,10 +148,10 @@ def test_the_mtp_heads_runs_are_what_its_rounds_keep(models, prompt):
     from the token it drafts at; and the demo head keeps deep runs somewhere, so this
     is not a text where nothing is ever kept."""
     from specdeck.engines.config import MAX_MTP_DEPTH
-    from specdeck.engines.guess_probe import mtp_runs
+    from specdeck.engines.guess_probe import greedy_output, mtp_runs
 
     ids = encode_prompt(models.target.tokenizer, get_prompt(prompt).text)
-    runs = mtp_runs(models.mtp, ids, 64)
+    runs = mtp_runs(models.mtp, ids, greedy_output(models.mtp.model, ids, 64))
     assert len(runs) == 64 and runs[0] == 0 and max(runs) >= 3
     assert all(0 <= run <= MAX_MTP_DEPTH for run in runs)
     for depth in (1, 3, MAX_MTP_DEPTH):

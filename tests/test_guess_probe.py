@@ -21,7 +21,7 @@ from specdeck.engines.draft_length import (
 )
 from specdeck.engines.group_costs import PASS_SIZES
 from specdeck.engines.guess_probe import (
-    guesses_right, runs_of, survival_of_guesses, survival_of_runs,
+    greedy_output, guesses_right, runs_of, survival_of_guesses, survival_of_runs,
 )
 from specdeck.engines.loading import ModelStore
 from specdeck.engines.strategies import Models, run_strategy
@@ -62,9 +62,10 @@ def test_the_guesses_are_what_drafting_rounds_keep(tiny_family) -> None:
     target = store.get(str(tiny_family["llama_target"]))
     draft = store.get(str(tiny_family["llama_draft"]))
     prompt = encode_prompt(target.tokenizer, "def add(a, b):\n    return", chat=False)
-    itself = guesses_right(target, target, prompt, tokens=24)
+    answer = greedy_output(target, prompt, 24)
+    itself = guesses_right(target, prompt, answer)
     assert len(itself) == 24 and all(itself)
-    right = guesses_right(target, draft, prompt, tokens=24)
+    right = guesses_right(draft, prompt, answer)
     settings = DecodeSettings(max_tokens=24, num_draft_tokens=1, stop_at_eos=False,
                               sampling=Sampling(temperature=0.0))
     at, kept = 0, []

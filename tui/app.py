@@ -48,7 +48,6 @@ from specdeck.playback import Playback, Schedule, finish_places, next_speed, str
 from specdeck.session import SCHEMA_VERSION, Session
 from specdeck.session_store import default_sessions_dir, why_not
 from specdeck.tui.commands import SpecdeckCommands
-from specdeck.tui.terminal import require_terminal
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.fitting_footer import FittingFooter
@@ -64,6 +63,7 @@ from specdeck.tui.prompt_line import PromptLine
 from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
+from specdeck.tui.terminal import require_terminal
 from specdeck.tui.token_view import TokenView
 from specdeck.visible import visible
 

@@ -17,9 +17,9 @@ from textual.widgets import DataTable, Header, Static
 from specdeck.chart import auto_levels, series_of
 from specdeck.literal import literal
 from specdeck.sweep_file import COLUMNS, Sweep, cell_row, why_lines
-from specdeck.tui.terminal import require_terminal
 from specdeck.tui.safe_text import LiteralNotify
 from specdeck.tui.speedup_chart import SpeedupChart
+from specdeck.tui.terminal import require_terminal
 from specdeck.visible import visible
 from specdeck.tui.fitting_footer import FittingFooter
 
