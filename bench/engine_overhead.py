@@ -3,6 +3,8 @@
 Runs, interleaved and repeated, on the same models and prompt:
   specdeck ``draft``  vs  ``mlx_lm.generate.speculative_generate_step``
   specdeck ``plain``  vs  ``mlx_lm.generate.generate_step``
+  the speculative loop drafting nothing (the plain steps of ``auto``, of prompt lookup
+  finding nothing to copy)  vs  ``generate_step``
 and prints tokens/s medians and the ratio specdeck / mlx-lm (target >= 0.97 on the tiny
 pair, >= 1.0 on the small one).
 
@@ -36,6 +38,10 @@ import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E402
 
 from specdeck.engines.config import DecodeSettings  # noqa: E402
+from specdeck.engines.draft_length import FixedLength  # noqa: E402
+from specdeck.engines.ngram import PromptLookup  # noqa: E402
+from specdeck.engines.sampling import KeyStream  # noqa: E402
+from specdeck.engines.speculative import run_speculative  # noqa: E402
 from specdeck.engines.loading import ModelStore  # noqa: E402
 from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
 
@@ -55,6 +61,42 @@ def build_pair(size: str, root: Path) -> tuple[Path, Path]:
                         hidden_size=512, num_layers=1, num_heads=8, num_kv_heads=4,
                         share_embeddings_from=target)
     return target, draft
+
+
+#: Each line of the report: a specdeck loop and the mlx-lm loop it is measured against.
+PAIRS = (("specdeck draft", "mlx-lm draft"), ("specdeck plain", "mlx-lm plain"),
+         ("plain steps", "mlx-lm plain"))
+
+
+def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
+    """Each loop of ``PAIRS`` on ``models`` and ``PROMPT``: a call runs it for ``n``
+    tokens (k drafts a round) and returns the tokens it made."""
+    ids = models.target.tokenizer.encode(PROMPT)
+    prompt = mx.array(ids)
+    settings = DecodeSettings(max_tokens=n, num_draft_tokens=k, stop_at_eos=False)
+
+    def ours(name: str) -> Callable[[], int]:
+        return lambda: sum(
+            len(getattr(e, "tokens", ())) for e in run_strategy(name, models, ids, settings)
+        )
+
+    def mlx_draft() -> int:
+        return sum(1 for _ in speculative_generate_step(
+            prompt, models.target.model, models.draft.model, num_draft_tokens=k, max_tokens=n))
+
+    def mlx_plain() -> int:
+        return sum(1 for _ in generate_step(prompt, models.target.model, max_tokens=n))
+
+    def plain_steps() -> int:
+        # Prompt lookup whose match would need more tokens than any run holds: every
+        # round drafts nothing, as auto's plain steps and an unmatched lookup do.
+        events = run_speculative(models.target, PromptLookup(1 << 30), ids, settings,
+                                 {"ngram": FixedLength(4)}, KeyStream(0))
+        return sum(len(getattr(e, "tokens", ())) for e in events)
+
+    return {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
+            "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain,
+            "plain steps": plain_steps}
 
 
 def timed(fn: Callable[[], int]) -> float:
@@ -88,32 +130,15 @@ def main() -> None:
             target_dir, draft_dir = build_pair(args.size, Path(tmp))
         store = ModelStore()
         models = Models(store.get(str(target_dir)), store.get(str(draft_dir)))
-        ids = models.target.tokenizer.encode(PROMPT)
-        prompt = mx.array(ids)
         n = args.tokens
-        settings = DecodeSettings(max_tokens=n, num_draft_tokens=args.k, stop_at_eos=False)
-
-        def ours(name: str) -> Callable[[], int]:
-            return lambda: sum(
-                len(getattr(e, "tokens", ())) for e in run_strategy(name, models, ids, settings)
-            )
-
-        def mlx_draft() -> int:
-            return sum(1 for _ in speculative_generate_step(
-                prompt, models.target.model, models.draft.model,
-                num_draft_tokens=args.k, max_tokens=n))
-
-        def mlx_plain() -> int:
-            return sum(1 for _ in generate_step(prompt, models.target.model, max_tokens=n))
-
-        runs = {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
-                "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain}
+        runs = loops(models, n, args.k)
         names = list(runs)
         for fn in runs.values():  # warm-up
             fn()
         results: dict[str, list[float]] = {name: [] for name in runs}
         for rep in range(args.reps):
-            for name in names[rep % 4:] + names[: rep % 4]:
+            turn = rep % len(names)
+            for name in names[turn:] + names[:turn]:
                 results[name].append(timed(runs[name]))
 
     print(f"models: {target_dir.name} + {draft_dir.name}, k={args.k}, {n} tokens, "
@@ -121,13 +146,12 @@ def main() -> None:
     for name, values in results.items():
         q1, med, q3 = quartiles(values)
         print(f"  {name:15s} {med:8.1f} tok/s  (quartiles {q1:.1f}-{q3:.1f})")
-    for strategy in ("draft", "plain"):
-        paired = [a / b for a, b in zip(results[f"specdeck {strategy}"],
-                                        results[f"mlx-lm {strategy}"])]
+    for ours_name, theirs in PAIRS:
+        paired = [a / b for a, b in zip(results[ours_name], results[theirs])]
         q1, med, q3 = quartiles(paired)
-        print(f"{strategy}: specdeck / mlx-lm = {med:.3f}  (paired, quartiles "
-              f"{q1:.3f}-{q3:.3f}; ratio of medians "
-              f"{statistics.median(results[f'specdeck {strategy}']) / statistics.median(results[f'mlx-lm {strategy}']):.3f})")
+        medians = statistics.median(results[ours_name]) / statistics.median(results[theirs])
+        print(f"{ours_name} / {theirs} = {med:.3f}  (paired, quartiles {q1:.3f}-{q3:.3f}; "
+              f"ratio of medians {medians:.3f})")
 
 
 if __name__ == "__main__":
