@@ -8,7 +8,7 @@ Runs, interleaved and repeated, on the same models and prompt:
 and prints tokens/s medians and the ratio specdeck / mlx-lm (target >= 0.97 on the tiny
 pair, >= 1.0 on the small one).
 
-Each repetition runs the four loops back to back, in an order that rotates from one
+Each repetition runs the five loops back to back, in an order that rotates from one
 repetition to the next, and each specdeck run is divided by the mlx-lm run of the same
 repetition: load from other processes drifts slowly, so these paired ratios scatter far
 less than the tokens/s do. The median ratio is printed with its interquartile range.
