@@ -39,10 +39,10 @@ from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E4
 
 from specdeck.engines.config import DecodeSettings  # noqa: E402
 from specdeck.engines.draft_length import FixedLength  # noqa: E402
+from specdeck.engines.loading import ModelStore  # noqa: E402
 from specdeck.engines.ngram import PromptLookup  # noqa: E402
 from specdeck.engines.sampling import KeyStream  # noqa: E402
 from specdeck.engines.speculative import run_speculative  # noqa: E402
-from specdeck.engines.loading import ModelStore  # noqa: E402
 from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
@@ -63,6 +63,14 @@ def build_pair(size: str, root: Path) -> tuple[Path, Path]:
     return target, draft
 
 
+def model_pair(target: str | None, draft: str | None, size: str,
+               root: Path) -> tuple[Path, Path]:
+    """The folders ``--target`` and ``--draft`` name, or a ``size`` pair built in ``root``."""
+    if target and draft:
+        return Path(target), Path(draft)
+    return build_pair(size, root)
+
+
 #: Each line of the report: a specdeck loop and the mlx-lm loop it is measured against.
 PAIRS = (("specdeck draft", "mlx-lm draft"), ("specdeck plain", "mlx-lm plain"),
          ("plain steps", "mlx-lm plain"))
@@ -75,10 +83,11 @@ def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
     prompt = mx.array(ids)
     settings = DecodeSettings(max_tokens=n, num_draft_tokens=k, stop_at_eos=False)
 
+    def made(events) -> int:
+        return sum(len(getattr(e, "tokens", ())) for e in events)
+
     def ours(name: str) -> Callable[[], int]:
-        return lambda: sum(
-            len(getattr(e, "tokens", ())) for e in run_strategy(name, models, ids, settings)
-        )
+        return lambda: made(run_strategy(name, models, ids, settings))
 
     def mlx_draft() -> int:
         return sum(1 for _ in speculative_generate_step(
@@ -90,9 +99,8 @@ def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
     def plain_steps() -> int:
         # Prompt lookup whose match would need more tokens than any run holds: every
         # round drafts nothing, as auto's plain steps and an unmatched lookup do.
-        events = run_speculative(models.target, PromptLookup(1 << 30), ids, settings,
-                                 {"ngram": FixedLength(4)}, KeyStream(0))
-        return sum(len(getattr(e, "tokens", ())) for e in events)
+        return made(run_speculative(models.target, PromptLookup(1 << 30), ids, settings,
+                                    {"ngram": FixedLength(4)}, KeyStream(0)))
 
     return {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
             "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain,
@@ -124,10 +132,7 @@ def main() -> None:
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
-        if args.target and args.draft:
-            target_dir, draft_dir = Path(args.target), Path(args.draft)
-        else:
-            target_dir, draft_dir = build_pair(args.size, Path(tmp))
+        target_dir, draft_dir = model_pair(args.target, args.draft, args.size, Path(tmp))
         store = ModelStore()
         models = Models(store.get(str(target_dir)), store.get(str(draft_dir)))
         n = args.tokens

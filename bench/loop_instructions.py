@@ -92,22 +92,18 @@ def main() -> None:
         return
 
     sys.path[:0] = [str(ROOT / "bench")]
-    from engine_overhead import PAIRS, build_pair
+    from engine_overhead import PAIRS, model_pair
 
     names = list(dict.fromkeys(name for pair in PAIRS for name in pair))
     with tempfile.TemporaryDirectory() as tmp:
-        if args.target and args.draft:
-            target, draft = Path(args.target), Path(args.draft)
-        else:
-            target, draft = build_pair(args.size, Path(tmp))
+        target, draft = model_pair(args.target, args.draft, args.size, Path(tmp))
         jobs = [(name, n) for name in names for n in (args.short, args.long)]
         with ThreadPoolExecutor(args.jobs) as pool:
             counts = dict(zip(jobs, pool.map(
                 lambda job: count(job[0], job[1], target, draft, args.k), jobs)))
     per_token = {name: (counts[name, args.long] - counts[name, args.short])
                  / (args.long - args.short) for name in names}
-    models = f"{target.name} + {draft.name}" if args.target else f"the {args.size} pair"
-    print(f"models: {models}, k={args.k}; instructions per token between "
+    print(f"models: {target.name} + {draft.name}, k={args.k}; instructions per token between "
           f"{args.short} and {args.long} tokens (valgrind, whole process)")
     for name in names:
         print(f"  {name:15s} {per_token[name] / 1e6:8.3f} M")
