@@ -7,6 +7,7 @@ their place in the repository but install as ``specdeck.engines`` and so on.
 
 from __future__ import annotations
 
+import fcntl
 import subprocess
 import sys
 import venv
@@ -22,12 +23,25 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("wheel")
-    subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(ROOT)],
-        check=True, capture_output=True, timeout=600,
-    )
+def wheel(tmp_path_factory, worker_id: str) -> Path:
+    """The wheel, built once a session. pip builds in the source tree (``build/``), and
+    two builds at once collide ("File exists: build/bdist..."): the xdist group does not
+    always keep both tests on one worker (run alone, this file's two tests went to two),
+    so the workers take turns under a lock in the session's folder, and the first one's
+    wheel serves the rest."""
+    session = tmp_path_factory.getbasetemp()
+    if worker_id != "master":  # each worker's folder sits in the session's
+        session = session.parent
+    out = session / "wheel"
+    with open(session / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not any(out.glob("specdeck-*.whl")):
+            out.mkdir(exist_ok=True)
+            subprocess.run(
+                [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out),
+                 str(ROOT)],
+                check=True, capture_output=True, timeout=600,
+            )
     (path,) = out.glob("specdeck-*.whl")
     return path
 
