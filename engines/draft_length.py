@@ -238,6 +238,16 @@ RETIME_EVERY = 32
 #: (5 runs, OpenBLAS on one thread as specdeck runs the demo): 2.15, 1.0, 1.03, 1.0,
 #: 0.98, ... (on two threads: 2.6, 1.24, 1.26, 1.17, ... 1.0 from the 16th).
 LEFT_STEPS = 2
+#: While ``auto`` stands at plain steps, the prices of every k are made anew only every
+#: this many rounds: between drafting rounds nothing but the one-token pass's median
+#: moves them, and pricing 17 k was most of a choice, which on a CPU runs on the decode
+#: loop's critical path: on the demo's MTP head where every depth loses, choosing took
+#: 12.5 ms of a 128-token run of about 600 ms (0.1 ms a round, 2 %), 5 ms after.
+#: Replayed (``bench/auto_replay.py --drafter mtp``, 24 prompts, 10 seeds) every choice
+#: came out the same, at 0.016 ms a round against 0.040. A drafting
+#: round, a guess judged, or a one-token pass that moved by more than ``REPRICE_MOVE``
+#: (timed anew, ``RETIME_EVERY``) prices them anew at once.
+REPRICE, REPRICE_MOVE = 8, 0.05
 #: A calibrated pass within this many plain steps above one is corrected by a shift,
 #: not a ratio (``AdaptiveLength.calibrated``).
 SHIFT_BELOW = 0.05
@@ -439,6 +449,10 @@ class AdaptiveLength:
         self.left_by: tuple[int, bool, bool] | None = None
         #: ``round_costs`` and the timings it priced them from.
         self._priced: tuple[tuple, list[float]] | None = None
+        #: ``predictions`` (by optimism), the round they were made in and the one-token
+        #: pass they were priced in, while only plain steps ran since (``REPRICE``).
+        self._stood: tuple[int, float | None, dict[float, list[tuple[float, float]]]] | None \
+            = None
 
     @property
     def guessed(self) -> bool:
@@ -468,6 +482,7 @@ class AdaptiveLength:
                     self.one_token.add(self.stretch[-2])
                     self.timed_at = self.rounds
             return
+        self._stood = None
         self.stretch.clear()
         self.drafting_rounds += 1
         if self.guessed and not self.tried:
@@ -574,6 +589,7 @@ class AdaptiveLength:
     def _judge(self, matches: list[bool], depth: int) -> None:
         """Count right drafts (or guesses) in a row from position ``depth`` on, up to
         the first wrong one: what a drafting round's verdict counts, too."""
+        self._stood = None
         for i, right in enumerate(matches[:self.most - depth], depth):
             self.reached[i] += 1.0
             self.judged[i] += 1
@@ -694,6 +710,20 @@ class AdaptiveLength:
         self._priced = (timings, costs)
         return costs
 
+    def standing_predictions(self, optimism: float = 0.0) -> list[tuple[float, float]]:
+        """``predictions(optimism)``, kept for up to ``REPRICE`` rounds while no drafting
+        round is in flight, no draft or guess was judged since they were made, and the
+        one-token pass they are priced in moved by less than ``REPRICE_MOVE``."""
+        unit = self.unit()
+        if (self._stood is None or self.in_flight or self.rounds - self._stood[0] >= REPRICE
+                or not unit or not self._stood[1]
+                or abs(unit / self._stood[1] - 1.0) > REPRICE_MOVE):
+            self._stood = (self.rounds, unit, {})
+        made = self._stood[2]
+        if optimism not in made:
+            made[optimism] = self.predictions(optimism)
+        return made[optimism]
+
     def could_pay(self, predicted: list[tuple[float, float]] | None = None) -> bool:
         """Whether drafting could beat a plain step were every draft kept: some k whose
         k + 1 tokens cost less than k + 1 one-token passes, priced as the choice prices
@@ -714,7 +744,7 @@ class AdaptiveLength:
         drafts are judged (``HOPE_ANY``); the best k on the estimates once the drafts
         judged rule every deeper one out."""
         frontier = sum(1 for n in self.judged if n) + 1
-        hopeful = [tokens / cost for tokens, cost in self.predictions(OPTIMISM)]
+        hopeful = [tokens / cost for tokens, cost in self.standing_predictions(OPTIMISM)]
         reach = frontier + 1
         if frontier >= HOPE_ANY * self.most and not self.hoping:
             reach = len(hopeful)
@@ -738,7 +768,7 @@ class AdaptiveLength:
             if (tried < trials or growing) and self.could_pay():
                 return LengthChoice(min(self.next_try, self.most))
             self.tried = tried >= trials
-        predicted = self.predictions()
+        predicted = self.standing_predictions()
         if not self.could_pay(predicted):
             # A draft as dear as the target (SmolLM2-135M drafting for itself: a draft
             # step 1.04-1.28 plain steps, k = 16 kept whole 0.84-0.91x): what its

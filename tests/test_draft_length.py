@@ -17,7 +17,7 @@ from specdeck.engines.config import (
 )
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, RULE_OUT, RETIME_EVERY, START, TIMED_MIN, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, REPRICE, RULE_OUT, RETIME_EVERY, START, TIMED_MIN, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -149,6 +149,38 @@ def test_cheap_right_drafts_go_long_and_useless_ones_go_plain() -> None:
     assert set(settled(good)) == {8}
     bad = feed(AdaptiveLength(8), 0.0, draft_step=0.4, pass_cost=line)
     assert set(settled(bad)) == {0}
+
+
+def test_standing_at_plain_steps_prices_the_k_anew_only_every_few_rounds(monkeypatch) -> None:
+    """Pricing every k is most of a choice, and a choice runs on a CPU's critical path:
+    while only plain steps run, their timing alone moves the prices, and they are made
+    anew every ``REPRICE`` rounds; a drafting round (an exploration), or a one-token pass
+    that moved, prices them at once."""
+    line = lambda n: 1.0 + 0.1 * (n - 1)  # noqa: E731
+    policy = AdaptiveLength(8)
+    feed(policy, 0.0, draft_step=0.3, pass_cost=line, rounds=40)
+    priced = []
+    made = policy.predictions
+    monkeypatch.setattr(policy, "predictions",
+                        lambda optimism=0.0: priced.append(policy.rounds) or made(optimism))
+    choices = feed(policy, 0.0, draft_step=0.3, pass_cost=line, rounds=4 * EXPLORE_IDLE)
+    standing = [policy.rounds - len(choices) + 1 + i for i, c in enumerate(choices)
+                if not c.k]
+    assert len(standing) > 3 * REPRICE and len(priced) < len(standing) / 2
+    explored = [policy.rounds - len(choices) + 1 + i for i, c in enumerate(choices) if c.k]
+    assert explored
+    for at in explored:  # the choice after the one made while its round was in flight
+        assert at + 2 in priced
+    assert all(b - a <= REPRICE for a, b in zip(priced, priced[1:]))
+    assert set(settled(choices)) == {0}
+    # The machine slows: the choice after the one-token pass moved is priced anew.
+    moved = None
+    for i in range(16):
+        policy.choose()
+        if moved is None and policy.unit() > 1.05:
+            moved = policy.rounds + 1
+        policy.observe(synthetic(0, 0, draft_step=0, verify=1.3, index=200 + i))
+    assert moved is not None and moved in priced
 
 
 def test_explores_a_neighbour_every_few_rounds_and_recovers() -> None:
