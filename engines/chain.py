@@ -14,7 +14,7 @@ them: the acceptance rule is the same, with q a point mass for a copied draft.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import mlx.core as mx
 
@@ -56,6 +56,9 @@ class Chain:
     def begin(self, prompt: list[int], rest: mx.array) -> None:
         self.lookup.begin(prompt, rest)
         self.fallback.begin(prompt, rest)
+
+    def may_draft(self, counts: Mapping[str, int]) -> bool:
+        return self.lookup.may_draft(counts) or self.fallback.may_draft(counts)
 
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         """Drafts from the drafter ``drafter`` named for this round."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
@@ -62,6 +62,9 @@ class DraftModel:
 
     def begin(self, prompt: list[int], rest: mx.array) -> None:
         self.pending = rest
+
+    def may_draft(self, counts: Mapping[str, int]) -> bool:
+        return counts[self.drafter()] > 0
 
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         y = self.pending

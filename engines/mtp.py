@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import mlx.core as mx
 import mlx.nn as nn
@@ -149,6 +149,9 @@ class MtpDrafter:
 
     def begin(self, prompt: list[int], rest: mx.array) -> None:
         self.hidden = None
+
+    def may_draft(self, counts: Mapping[str, int]) -> bool:
+        return counts[self.drafter()] > 0
 
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         if self.hidden is None or not count:

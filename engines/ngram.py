@@ -11,7 +11,7 @@ prefill, and a draft is a fixed token (a point mass), which the acceptance rule 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import mlx.core as mx
 
@@ -39,6 +39,8 @@ class PromptLookup:
         self.n = n
         self.history: list[int] = []
         self.follows: dict[tuple[int, ...], int] = {}
+        #: The first n - 1 tokens of every n-gram in ``follows`` (``may_draft``).
+        self.heads: set[tuple[int, ...]] = set()
 
     def drafter(self) -> str:
         return "ngram"
@@ -47,14 +49,16 @@ class PromptLookup:
         return []
 
     def begin(self, prompt: list[int], rest: mx.array) -> None:
-        self.history, self.follows = [], {}
+        self.history, self.follows, self.heads = [], {}, set()
         self._extend(prompt)
 
     def _extend(self, tokens: list[int]) -> None:
         n, history = self.n, self.history
         for token in tokens:
             if len(history) >= n:
-                self.follows[tuple(history[-n:])] = len(history)
+                gram = tuple(history[-n:])
+                self.follows[gram] = len(history)
+                self.heads.add(gram[:-1])
             history.append(token)
 
     def match(self) -> int | None:
@@ -63,6 +67,18 @@ class PromptLookup:
         if len(self.history) < self.n:
             return None
         return self.follows.get(tuple(self.history[-self.n :]))
+
+    def may_draft(self, counts: Mapping[str, int]) -> bool:
+        """After one more token, the last ``n`` end with it: a match needs an n-gram
+        seen before (or the one that token's arrival records) that starts with the last
+        n - 1. On text that does not repeat, most rounds have none, and their plain
+        step is queued ahead (without it, a run where lookup found nothing ran 1.17x
+        plain decoding's time on the demo target)."""
+        n, history = self.n, self.history
+        if not counts[self.drafter()] or len(history) + 1 < n:
+            return False
+        head = tuple(history[len(history) - n + 1:])
+        return head in self.heads or (len(history) >= n and tuple(history[-n:-1]) == head)
 
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         start = self.match()

@@ -70,6 +70,13 @@ class Proposer(Protocol):
         """The prompt was prefilled; ``rest`` is the one prompt token not yet fed."""
         ...
 
+    def may_draft(self, counts: Mapping[str, int]) -> bool:
+        """Whether the round after one that drafted nothing could draft anything, each
+        drafter asking for ``counts[drafter()]`` drafts, whatever token that round ends
+        with. Asked before the token is read: where it cannot, the next plain step is
+        queued first, as plain decoding queues its next step."""
+        ...
+
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         """Up to ``count`` draft ids (lazy, 1-D) and the sampling log-probs (n, V) they
         were drawn from, or None when the proposer is deterministic."""
@@ -122,8 +129,10 @@ def run_speculative(
     includes the recording of the previous round where that outlasts the drafting;
     ``verify_seconds`` runs from there to the end of the verdict and rewind. A round that
     drafts nothing (``auto`` chose a plain step, lookup found no match, MTP's first) is
-    queued as soon as the previous verdict is read, as plain decoding queues its next
-    step, and all its time counts as verify. Rounds tile the decode time.
+    queued as soon as it can be: after a round that drafted nothing, before that round's
+    token is read where no token could let it draft (``Proposer.may_draft``), as plain
+    decoding queues its next step; else once the token is read. All its time counts as
+    verify. Rounds tile the decode time.
     """
     model = target.model
     cache = make_prompt_cache(model, max_kv_size=settings.max_kv_size)
@@ -194,9 +203,10 @@ def run_speculative(
             queued = None
             lp, hidden, captured, verdict = (
                 checked.lp, checked.hidden, checked.captured, checked.verdict)
-            if not k and not any(c.k for c in choices.values()):
-                # A plain step, and the next round drafts nothing either: queue its step
-                # on this one's token before reading it, as plain decoding does.
+            if not k and not proposer.may_draft({n: c.k for n, c in choices.items()}):
+                # A plain step, and the next round drafts nothing either (none asked
+                # for, or none to be had: prompt lookup with no match possible): queue
+                # its step on this one's token before reading it, as plain decoding does.
                 queued = verify(verdict.fallback[:1].astype(mx.uint32), drafts, None)
                 mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
             mx.eval(verdict.passed, verdict.fallback)

@@ -94,6 +94,57 @@ def test_settle_extends_the_text_with_what_was_kept() -> None:
     assert proposer.propose(3)[0].tolist() == [8, 6]
 
 
+def test_may_draft_says_whether_any_next_token_would_give_a_match() -> None:
+    """Asked before a plain step's token is read: False exactly where no token could
+    complete an n-gram seen before, so that the loop can queue the next plain step."""
+    import random
+
+    rng = random.Random(0)
+    seen = set()
+    for _ in range(400):
+        n = rng.randint(1, 3)
+        history = [rng.randrange(4) for _ in range(rng.randint(0, 10))]
+        proposer = PromptLookup(n)
+        proposer.begin(history, None)
+        could = proposer.may_draft({"ngram": 4})
+        matched = []
+        for token in range(4):
+            after = PromptLookup(n)
+            after.begin(history, None)
+            after.settle([], 0, token, None)
+            matched.append(after.match() is not None)
+        assert could == any(matched), (n, history)
+        assert not proposer.may_draft({"ngram": 0})
+        seen.add(could)
+    assert seen == {True, False}
+
+
+def test_a_plain_step_no_lookup_can_follow_is_queued_before_its_token_is_read(
+        tiny_family, store, monkeypatch) -> None:
+    """As plain decoding does: where lookup cannot match after this round's token, the
+    next round's pass is queued before this one's token is read (before ``settle``);
+    where it might, not (that round may draft)."""
+    import specdeck.engines.speculative as speculative
+
+    models = Models(store.get(str(tiny_family["llama_target"])))
+    log: list[str] = []
+    forward, may_draft, settle = (speculative.forward, PromptLookup.may_draft,
+                                  PromptLookup.settle)
+    monkeypatch.setattr(speculative, "forward",
+                        lambda *a, **kw: log.append("forward") or forward(*a, **kw))
+    monkeypatch.setattr(PromptLookup, "may_draft", lambda self, counts: (
+        lambda could: log.append(f"may {could}") or could)(may_draft(self, counts)))
+    monkeypatch.setattr(PromptLookup, "settle",
+                        lambda self, *a: log.append("settle") or settle(self, *a))
+    ids = models.target.tokenizer.encode(FRESH)
+    trace = run("ngram", models, ids, fixed(48, ngram_n=2, ngram_k=4))
+    assert trace.tokens == run("plain", models, ids, fixed(48)).tokens
+    asked = [i for i, entry in enumerate(log) if entry.startswith("may")]
+    assert {log[i] for i in asked} == {"may True", "may False"}
+    for i in asked:
+        assert log[i + 1] == ("forward" if log[i] == "may False" else "settle"), log[i:i + 3]
+
+
 # --- temperature 0 ---------------------------------------------------------------------
 
 
