@@ -17,7 +17,7 @@ from specdeck.engines.config import (
 )
 from specdeck.engines.cost_model import CostModel
 from specdeck.engines.draft_length import (
-    EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, PLAIN_TRIALS, REPRICE, RULE_OUT, RETIME_EVERY, START, TIMED_MIN, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
+    EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, LEFT_PRICE, PLAIN_TRIALS, REPRICE, RULE_OUT, RETIME_EVERY, START, TIMED_MIN, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
 from specdeck.engines.errors import SettingsError
@@ -1004,6 +1004,60 @@ def test_where_plain_wins_on_ordinary_text_the_first_tries_are_two() -> None:
     assert tries(first_tries(blind, lambda i, k: 0, guesses=False)) == []
     blind = AdaptiveLength(16, cheap, typical)
     assert tries(first_tries(blind, lambda i, k: 0, guesses=False)) == [START] * TRIALS
+
+
+def blind_run(policy: AdaptiveLength, kept_from: int, rounds: int) -> list[LengthChoice]:
+    """``policy`` on rounds priced as ``made_blind`` says (a plain step 1 s), whose
+    drafts are all rejected before round ``kept_from`` and all kept from it on."""
+    choices = []
+    for i in range(1, rounds + 1):
+        choice = policy.choose()
+        choices.append(choice)
+        if not choice.k:
+            policy.observe(synthetic(0, 0, draft_step=0, verify=1.0, index=i))
+            continue
+        k = choice.k
+        event = synthetic(k, k if i >= kept_from else 0, draft_step=0.05,
+                          verify=2.1 + 0.05 * k, index=i)
+        event.auto_k, event.auto_explored = k, choice.explored
+        policy.observe(event)
+    return choices
+
+
+def made_blind() -> AdaptiveLength:
+    """``auto`` for a drafter whose drafts no guesses judge, where typical text loses
+    (``typical_loses``), as the demo's MTP head on a CPU: a round dear whatever its k (a
+    draft step 0.05 plain steps, a verify pass of k drafts 2.1 + 0.05 k), so that k = 1
+    loses even with every draft kept and a deep k pays only then; a third of first
+    drafts kept on typical text."""
+    typical = (0.32, 0.1, 0.02) + (0.0,) * 13
+    passes = (1.0, *(2.1 + 0.05 * k for k in range(1, 17)))
+    policy = AdaptiveLength(16, (0.05, passes), typical)
+    assert policy.typical_loses
+    return policy
+
+
+def test_where_typical_text_loses_a_try_waits_until_the_budget_covers_it() -> None:
+    """A try from plain steps runs once ``IDLE_SHARE`` of the plain steps run covers
+    what it is predicted to lose and ``LEFT_PRICE``, not at the first turn it is due
+    (``EXPLORE_IDLE``), so what the tries lose stays within that share."""
+    policy = made_blind()
+    choices = blind_run(policy, kept_from=10**9, rounds=400)
+    tries = [i for i, c in enumerate(choices) if c.k]
+    assert len(tries) > 3 and tries[0] >= LEFT_PRICE / IDLE_SHARE > EXPLORE_IDLE
+    assert 0 < policy.idle_spent <= IDLE_SHARE * policy.plain_steps
+
+
+def test_a_try_from_plain_steps_kept_whole_is_followed_by_another() -> None:
+    """Tries ``EXPLORE_IDLE`` rounds apart judge each position too seldom for its faded
+    counts to reach ``BEST_REACHED``: where no hope tries the k past one, a try that
+    kept every draft is followed by another at once, and auto goes back to drafting
+    when the text turns copyable."""
+    choices = blind_run(made_blind(), kept_from=60, rounds=256)
+    tries = [i for i, c in enumerate(choices) if c.k]
+    first = next(i for i in tries if i + 1 >= 60)
+    assert all(c.k for c in choices[first + 8:])  # drafting from soon after
+    assert settled(choices)[-1] >= 4
 
 
 def test_guesses_replace_the_rounds_that_tried_drafting_from_plain_steps() -> None:
