@@ -1,0 +1,141 @@
+"""``auto`` against plain decoding, paired run by run, and the loop's own plain steps.
+
+Where every fixed k loses, ``auto`` should run as fast as plain decoding (issue 18). What
+it can lose there is of two kinds: its own (choosing each round, the rounds that try
+drafting from plain steps) and the speculative loop's (a plain step run by the loop that
+drafts, against ``engines.plain``'s). So each prompt runs three ways, in an order that
+turns each repetition: plain, the strategy at ``auto``, and the same loop held at plain
+steps (a fixed k of 0: every round drafts nothing). Each is timed against the plain run
+of its repetition, and the ratios are summed up as a geometric mean with its standard
+error: this VM's single runs spread 10-15 %, pairs within a repetition far less.
+
+    python bench/auto_vs_plain.py [--family demo] [--strategy mtp|draft|ngram]
+                                  [--max-tokens 128] [--reps 6] [--prompts a,b,FILE]
+
+Prompts by name (``bench/auto_k.py``'s, ``held_out/``'s, built-in ones) or text files.
+The default is the eight held-out prompts written to measure the MTP head's auto on
+2026-12-04.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import mlx.core as mx  # noqa: E402
+
+from auto_k import prompt_text  # noqa: E402
+from specdeck.engines.blas_threads import fit_blas_threads_to  # noqa: E402
+from specdeck.engines.compare import encode_prompt, machine_calibration  # noqa: E402
+from specdeck.engines.config import AUTO, DecodeSettings  # noqa: E402
+from specdeck.engines.draft import DraftModel  # noqa: E402
+from specdeck.engines.draft_length import FixedLength  # noqa: E402
+from specdeck.engines.events import Round  # noqa: E402
+from specdeck.engines.families import require_family  # noqa: E402
+from specdeck.engines.loading import ModelStore  # noqa: E402
+from specdeck.engines.mtp import MtpDrafter, load_mtp  # noqa: E402
+from specdeck.engines.ngram import PromptLookup  # noqa: E402
+from specdeck.engines.sampling import KeyStream  # noqa: E402
+from specdeck.engines.speculative import run_speculative  # noqa: E402
+from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
+
+PROMPTS = "glacier,invoice,stackq,trainlate,jsonload,festival,tea,bitcount"
+#: The settings field that holds each strategy's draft count.
+COUNT = {"mtp": "mtp_depth", "draft": "num_draft_tokens", "ngram": "ngram_k"}
+
+
+def load(family: str, strategy: str) -> Models:
+    """The family's target (with its head, or its draft) and this machine's calibration."""
+    found = require_family(family)
+    store = ModelStore()
+    target = store.get(found.target)
+    fit_blas_threads_to(target)
+    draft = store.get(found.draft) if strategy == "draft" else None
+    calibration = machine_calibration(Path(found.target), Path(found.draft) if draft else None)
+    mtp = load_mtp(target) if strategy == "mtp" else None
+    return Models(target=target, draft=draft, mtp=mtp, calibration=calibration)
+
+
+def runners(models: Models, strategy: str, ids: list[int], n: int
+            ) -> dict[str, Callable[[], tuple[int, int]]]:
+    """Each way to run the prompt: a call returns (tokens made, rounds that drafted)."""
+    plain = DecodeSettings(max_tokens=n, stop_at_eos=False)
+    auto = DecodeSettings(max_tokens=n, stop_at_eos=False, **{COUNT[strategy]: AUTO})
+
+    def counted(events) -> tuple[int, int]:
+        rounds = [e for e in events if isinstance(e, Round)]
+        return sum(len(r.tokens) for r in rounds), sum(1 for r in rounds if r.drafted)
+
+    def held_at_plain_steps() -> tuple[int, int]:
+        keys = KeyStream(0)
+        proposer = {"mtp": lambda: MtpDrafter(models.mtp.head, plain, keys),
+                    "draft": lambda: DraftModel(models.draft, plain, keys),
+                    "ngram": lambda: PromptLookup(plain.ngram_n)}[strategy]()
+        return counted(run_speculative(models.target, proposer, ids, plain,
+                                       {proposer.drafter(): FixedLength(0)}, keys))
+
+    return {"plain": lambda: counted(run_strategy("plain", models, ids, plain)),
+            "auto": lambda: counted(run_strategy(strategy, models, ids, auto)),
+            "plain steps": held_at_plain_steps}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--family", default="demo")
+    ap.add_argument("--strategy", choices=sorted(COUNT), default="mtp")
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--reps", type=int, default=6)
+    ap.add_argument("--prompts", default=PROMPTS)
+    args = ap.parse_args()
+
+    models = load(args.family, args.strategy)
+    if models.calibration is None:
+        print("no calibration of these models on this machine: auto learns every cost "
+              "from its own rounds (specdeck calibrate first to measure what a run gets)")
+    ratios: dict[str, list[float]] = {"auto": [], "plain steps": []}
+    print(f"{args.family} {args.strategy}, {args.max_tokens} tokens, {args.reps} repetitions: "
+          "time over plain's in the same repetition (median), auto's drafting rounds")
+    for name in args.prompts.split(","):
+        ids = encode_prompt(models.target.tokenizer, prompt_text(name))
+        ways = runners(models, args.strategy, ids, args.max_tokens)
+        ways["plain"]()  # warm
+        order = list(ways)
+        seconds: dict[str, list[float]] = {way: [] for way in ways}
+        drafting = []
+        for rep in range(args.reps):
+            for way in order[rep % 3:] + order[:rep % 3]:
+                mx.synchronize()
+                start = time.perf_counter()
+                made, drafted = ways[way]()
+                mx.synchronize()
+                seconds[way].append(time.perf_counter() - start)
+                if made != args.max_tokens:
+                    raise SystemExit(f"{way} on {name} made {made} tokens")
+                if way == "auto":
+                    drafting.append(drafted)
+        row = []
+        for way in ratios:
+            pairs = [a / b for a, b in zip(seconds[way], seconds["plain"])]
+            ratios[way] += pairs
+            row.append(f"{way} {statistics.median(pairs):.3f}")
+        print(f"  {name:12s} " + "  ".join(row) + f"  (auto drafted {drafting} rounds)",
+              flush=True)
+    for way, values in ratios.items():
+        logs = [math.log(r) for r in values]
+        error = statistics.stdev(logs) / math.sqrt(len(logs))
+        print(f"{way} / plain: {math.exp(statistics.mean(logs)):.3f} of plain's time "
+              f"(geometric mean, +-{error:.3f} s.e., {len(logs)} pairs)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
