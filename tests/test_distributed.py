@@ -44,6 +44,10 @@ from specdeck.session import (
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 #: Seconds one launch of two ranks may take on a busy machine.
 LAUNCH_TIMEOUT = 300
+#: How long a fault test lets plain decode before it breaks a rank: long enough that the
+#: partial trace holds tokens on a loaded CI machine (0.5 s gave none in 1 run of ~30 there),
+#: short of the 5000 tokens' end (~60 s on two ranks of the tiny model, 84 tok/s).
+DECODING_A_WHILE = 3.0
 
 
 def specdeck(*args: str, env: dict | None = None, timeout: int = LAUNCH_TIMEOUT):
@@ -273,7 +277,7 @@ def test_a_killed_rank_ends_the_run_with_an_error_and_a_partial_session(
         tiny_family, tmp_path) -> None:
     run = _fault_run(tiny_family, tmp_path / "sessions")
     run.wait_for("specdeck: running plain")
-    time.sleep(0.5)
+    time.sleep(DECODING_A_WHILE)
     os.kill(run.rank_pid(1), signal.SIGKILL)
     status, stderr = run.finish()
     assert status == 1, stderr[-3000:]
@@ -290,7 +294,7 @@ def test_a_stuck_rank_cannot_hang_the_run(tiny_family, tmp_path) -> None:
     completes, until the stall guard ends the run and saves what ran."""
     run = _fault_run(tiny_family, tmp_path / "sessions", "--stall-timeout", "4")
     run.wait_for("specdeck: running plain")
-    time.sleep(0.5)
+    time.sleep(DECODING_A_WHILE)
     stuck = run.rank_pid(1)
     os.kill(stuck, signal.SIGSTOP)
     started = time.monotonic()
