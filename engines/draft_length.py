@@ -306,6 +306,9 @@ class LengthChoice:
     #: A deeper k predicted faster than ``k`` and not chosen, as too few rounds have
     #: judged the positions before its last (``BEST_REACHED``); None when none was.
     held: int | None = None
+    #: A plain step because no k could beat one even were every draft kept
+    #: (``AdaptiveLength.could_pay``), not only because none was predicted to.
+    ruled_out: bool = False
 
 
 class DraftLength(Protocol):
@@ -790,7 +793,8 @@ class AdaptiveLength:
                 return LengthChoice(min(self.next_try, self.most))
             self.tried = tried >= trials
         predicted = self.standing_predictions()
-        if not self.could_pay(predicted):
+        payable = self.could_pay(predicted)
+        if not payable:
             # A draft as dear as the target (SmolLM2-135M drafting for itself: a draft
             # step 1.04-1.28 plain steps, k = 16 kept whole 0.84-0.91x): what its
             # guesses judge cannot make any k pay, and each judging is the draft reading
@@ -869,7 +873,7 @@ class AdaptiveLength:
                 self.idling.append(best == 0)
         tokens, cost = predicted[k]
         held = unbounded if pays and unbounded > max(best, k) else None
-        return LengthChoice(k, tokens, cost, explored, hoped, held)
+        return LengthChoice(k, tokens, cost, explored, hoped, held, k == 0 and not payable)
 
 
 def nearness(timings: dict[int, RecentMedian], k: int) -> dict[int, float]:
@@ -972,6 +976,9 @@ def choice_words(event: Round) -> str | None:
         why = (f"; not k={event.auto_held}, predicted faster: too few rounds have reached "
                "its deeper drafts to trust that")
     if event.auto_k == 0:
+        if event.auto_ruled_out and not why:
+            return ("auto chose a plain step: no k could pay for its cost even were every "
+                    "draft kept, at the draft and verify costs measured so far")
         if event.auto_held and not why:
             return (f"auto chose a plain step: k={event.auto_held} was predicted to pay, "
                     "but too few rounds have reached its deeper drafts to trust that")

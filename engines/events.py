@@ -96,14 +96,16 @@ class Round:
     #: it expected and the cost ``C(k)`` in one-token passes (None: nothing measured
     #: yet), and whether it was exploring (any k but the best predicted) and, of those,
     #: hoping (deeper, on positions too few drafts have judged), and the deeper k
-    #: predicted faster that it held back from (too few rounds had judged it). None /
-    #: False with a fixed k.
+    #: predicted faster that it held back from (too few rounds had judged it), and
+    #: whether a plain step was chosen as no k could pay even were every draft kept.
+    #: None / False with a fixed k.
     auto_k: int | None = None
     auto_tokens: float | None = None
     auto_cost: float | None = None
     auto_explored: bool = False
     auto_hoped: bool = False
     auto_held: int | None = None
+    auto_ruled_out: bool = False
     #: With ``auto`` at temperature 0, where it stands at plain steps: the draft
     #: model's greedy guesses at the tokens since its last catch-up, judged once this
     #: round ended (true: the guess was the target's token, so a draft there would

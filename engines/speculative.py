@@ -289,6 +289,7 @@ def run_speculative(
                 event.auto_k, event.auto_tokens = this_choice.k, this_choice.tokens
                 event.auto_cost, event.auto_explored = this_choice.cost, this_choice.explored
                 event.auto_hoped, event.auto_held = this_choice.hoped, this_choice.held
+                event.auto_ruled_out = this_choice.ruled_out
             lengths[this_drafter].observe(event)
             if guessing is not None and not output.finished and (
                     wait := guessing.guess_after()) is not None:

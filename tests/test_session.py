@@ -122,22 +122,26 @@ def test_round_trip_keeps_every_event_token_text_and_statistic(tmp_path: Path) -
 def test_hopeful_rounds_round_trip_and_older_files_load_without_them() -> None:
     """A hopeful round and the deeper k a round held back from read back (and pass the
     schema); a file written before hopeful rounds were told apart from explorations loads
-    them as explorations, and one written before holding back as holding nothing."""
+    them as explorations, and one written before holding back (or ruling drafting out)
+    as holding nothing (ruling nothing out)."""
     traces = sample_traces()
     events = traces["draft"].events
     events[1] = replace(events[1], auto_k=2, auto_explored=True, auto_hoped=True)
     events[2] = replace(events[2], auto_k=2, auto_explored=True, auto_held=5)
+    events[3] = replace(events[3], auto_k=0, auto_ruled_out=True)
     doc = saved(document(traces))
     VALIDATOR.validate(doc)
     rounds = session_from_document(doc).traces["draft"].rounds
-    assert [(r.auto_explored, r.auto_hoped, r.auto_held) for r in rounds[:2]] == [
-        (True, True, None), (True, False, 5)]
+    assert [(r.auto_explored, r.auto_hoped, r.auto_held, r.auto_ruled_out)
+            for r in rounds[:3]] == [(True, True, None, False), (True, False, 5, False),
+                                     (False, False, None, True)]
     for event in doc["strategies"]["draft"]["rounds"]:
-        event.pop("auto_hoped", None)
-        event.pop("auto_held", None)
+        for field in ("auto_hoped", "auto_held", "auto_ruled_out"):
+            event.pop(field, None)
     rounds = session_from_document(doc).traces["draft"].rounds
-    assert [(r.auto_explored, r.auto_hoped, r.auto_held) for r in rounds[:2]] == [
-        (True, False, None), (True, False, None)]
+    assert [(r.auto_explored, r.auto_hoped, r.auto_held, r.auto_ruled_out)
+            for r in rounds[:3]] == [(True, False, None, False), (True, False, None, False),
+                                     (False, False, None, False)]
     doc["strategies"]["draft"]["rounds"][0]["auto_hoped"] = "yes"
     with pytest.raises(SessionError, match="auto_hoped"):
         session_from_document(doc)

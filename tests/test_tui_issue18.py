@@ -75,6 +75,11 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
     lines = verdict("draft", replace(step, auto_held=3, guesses=None), 4, 10).split("\n")
     assert lines[2:] == ["auto chose a plain step: k=3 was predicted to pay, but too few "
                          "rounds have reached its deeper drafts to trust that"]
+    lines = verdict("draft", replace(step, auto_ruled_out=True, guesses=None),
+                    4, 10).split("\n")
+    assert " ".join(lines[2:]) == (
+        "auto chose a plain step: no k could pay for its cost even were every draft kept, "
+        "at the draft and verify costs measured so far")
 
 
 def test_the_headless_summary_counts_the_guesses_judged() -> None:
