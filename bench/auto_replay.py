@@ -276,6 +276,11 @@ def main() -> int:
                          "calibration: a draft step and each draft's share of a verify "
                          "pass, in plain steps (a pass of k drafts costs 1 + SLOPE k; "
                          "memory-bound on Apple Silicon, e.g. 0.15,0.06)")
+    ap.add_argument("--uncalibrated", action="store_true",
+                    help="auto gets no calibration, as for a pair never calibrated on the "
+                         "machine (--target T --draft T): it prices rounds by what it "
+                         "times alone; the rounds still cost what the calibration (or "
+                         "--costs) says")
     args = ap.parse_args()
 
     from specdeck.engines import draft_length
@@ -309,13 +314,14 @@ def main() -> int:
                        args.blind, args.round_work, linger)
                 for seed in range(args.seeds))
 
-        costs = (data["draft_step"], tuple(data["passes"]))
+        costs = None if args.uncalibrated else (data["draft_step"], tuple(data["passes"]))
 
         def typical(module: ModuleType) -> list:
             """The calibration's survival of the draft's guesses, for an ``auto`` that
             takes it (an older copy replayed with ``--against`` may not)."""
             takes = "typical" in inspect.signature(module.AdaptiveLength).parameters
-            return [tuple(data["typical"]) or None] if takes else []
+            known = tuple(data["typical"]) if not args.uncalibrated else ()
+            return [known or None] if takes else []
         autos = {label: mean_speed(lambda m=module: m.AdaptiveLength(most, costs, *typical(m)),
                                    clocks[label])
                  for label, module in policies.items()}
