@@ -1023,6 +1023,10 @@ def auto_summary(rounds: list[Round]) -> str | None:
     guesses = [right for r in rounds for right in r.guesses or ()]
     judged = (f"; {len(guesses)} of the draft's guesses judged at plain steps, "
               f"{sum(guesses) / len(guesses):.0%} right" if guesses else "")
+    ruled = [r.index for r in rounds if r.auto_ruled_out]
+    ruled_out = (f"; no k could pay even were every draft kept at {len(ruled)} plain "
+                 f"step{'' if len(ruled) == 1 else 's'} (from round {ruled[0]})"
+                 if ruled else "")
     return (f"auto drafted k = {min(counts)}..{max(counts)}, mostly {usual}; plain steps in "
             f"{plain:.0%} of rounds; {explored} exploring round{'' if explored == 1 else 's'}, "
-            f"{hoped} hopeful{judged}")
+            f"{hoped} hopeful{judged}{ruled_out}")

@@ -82,7 +82,7 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
         "at the draft and verify costs measured so far")
 
 
-def test_the_headless_summary_counts_the_guesses_judged() -> None:
+def test_the_headless_summary_counts_the_guesses_judged_and_steps_ruled_out() -> None:
     from specdeck.engines.draft_length import auto_summary
 
     rounds = [_round(auto_k=2), _round(drafted=[], accepted=0, tokens=[8], pieces=["c"],
@@ -93,6 +93,11 @@ def test_the_headless_summary_counts_the_guesses_judged() -> None:
     rounds += [_round(auto_k=3, auto_explored=True), _round(auto_k=4, auto_explored=True,
                                                             auto_hoped=True)]
     assert "1 exploring round, 1 hopeful;" in auto_summary(rounds)
+    assert "no k could pay" not in auto_summary(rounds)
+    step = rounds[1]
+    rounds += [replace(step, index=i, guesses=None, auto_ruled_out=True) for i in (9, 10)]
+    assert auto_summary(rounds).endswith(
+        "; no k could pay even were every draft kept at 2 plain steps (from round 9)")
 
 
 def test_the_strip_shows_the_mlx_lm_rule_only_for_sampled_runs_and_auto_k() -> None:
