@@ -19,16 +19,23 @@ forward pass costs real compute; ``--size tiny``: the test fixtures, where per-r
 overhead dominates and the ratio is a worst case).
 
     python bench/engine_overhead.py --size small --tokens 128 --reps 15
+
+``--against REV`` adds the speculative loop drafting nothing as it was at a git revision
+(its whole ``engines/``, imported beside this one), paired with this one's: whether a
+change to the loop made its plain steps faster.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import Callable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -38,11 +45,7 @@ import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E402
 
 from specdeck.engines.config import DecodeSettings  # noqa: E402
-from specdeck.engines.draft_length import FixedLength  # noqa: E402
 from specdeck.engines.loading import ModelStore  # noqa: E402
-from specdeck.engines.ngram import PromptLookup  # noqa: E402
-from specdeck.engines.sampling import KeyStream  # noqa: E402
-from specdeck.engines.speculative import run_speculative  # noqa: E402
 from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
@@ -76,6 +79,43 @@ PAIRS = (("specdeck draft", "mlx-lm draft"), ("specdeck plain", "mlx-lm plain"),
          ("plain steps", "mlx-lm plain"))
 
 
+def revision_engines(revision: str, into: Path) -> ModuleType:
+    """``engines/`` as it was at ``revision``, written under ``into`` and imported as
+    ``specdeck_at_<commit>.engines`` (its imports of ``specdeck.engines`` renamed)."""
+    def git(*args: str) -> str:
+        return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
+                              text=True).stdout
+
+    package = f"specdeck_at_{git('rev-parse', '--short', revision).strip()}"
+    folder = into / package / "engines"
+    folder.mkdir(parents=True)
+    (folder.parent / "__init__.py").write_text("")
+    for path in git("ls-tree", "--name-only", revision, "engines/").split():
+        if path.endswith(".py"):
+            text = git("show", f"{revision}:{path}")
+            (folder / Path(path).name).write_text(
+                text.replace("specdeck.engines", f"{package}.engines"))
+    sys.path.insert(0, str(into))
+    return importlib.import_module(f"{package}.engines")
+
+
+def plain_steps_loop(engines: ModuleType, models: Models, n: int) -> Callable[[], int]:
+    """The speculative loop of ``engines`` (this tree's or a revision's) drafting
+    nothing: prompt lookup whose match would need more tokens than any run holds, so
+    every round is a plain step, as auto's plain steps and an unmatched lookup are."""
+    parts = {name: importlib.import_module(f"{engines.__name__}.{name}")
+             for name in ("speculative", "ngram", "draft_length", "sampling")}
+    ids = models.target.tokenizer.encode(PROMPT)
+    settings = DecodeSettings(max_tokens=n, stop_at_eos=False)
+
+    def run() -> int:
+        events = parts["speculative"].run_speculative(
+            models.target, parts["ngram"].PromptLookup(1 << 30), ids, settings,
+            {"ngram": parts["draft_length"].FixedLength(4)}, parts["sampling"].KeyStream(0))
+        return sum(len(getattr(e, "tokens", ())) for e in events)
+    return run
+
+
 def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
     """Each loop of ``PAIRS`` on ``models`` and ``PROMPT``: a call runs it for ``n``
     tokens (k drafts a round) and returns the tokens it made."""
@@ -96,15 +136,9 @@ def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
     def mlx_plain() -> int:
         return sum(1 for _ in generate_step(prompt, models.target.model, max_tokens=n))
 
-    def plain_steps() -> int:
-        # Prompt lookup whose match would need more tokens than any run holds: every
-        # round drafts nothing, as auto's plain steps and an unmatched lookup do.
-        return made(run_speculative(models.target, PromptLookup(1 << 30), ids, settings,
-                                    {"ngram": FixedLength(4)}, KeyStream(0)))
-
     return {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
             "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain,
-            "plain steps": plain_steps}
+            "plain steps": plain_steps_loop(importlib.import_module("specdeck.engines"), models, n)}
 
 
 def timed(fn: Callable[[], int]) -> float:
@@ -129,6 +163,8 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--against", metavar="REV",
+                        help="also time the loop's plain steps as at this git revision")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -137,6 +173,11 @@ def main() -> None:
         models = Models(store.get(str(target_dir)), store.get(str(draft_dir)))
         n = args.tokens
         runs = loops(models, n, args.k)
+        pairs = PAIRS
+        if args.against:
+            then = f"plain steps ({args.against})"
+            runs[then] = plain_steps_loop(revision_engines(args.against, Path(tmp)), models, n)
+            pairs += ((then, "mlx-lm plain"), ("plain steps", then))
         names = list(runs)
         for fn in runs.values():  # warm-up
             fn()
@@ -151,7 +192,7 @@ def main() -> None:
     for name, values in results.items():
         q1, med, q3 = quartiles(values)
         print(f"  {name:15s} {med:8.1f} tok/s  (quartiles {q1:.1f}-{q3:.1f})")
-    for ours_name, theirs in PAIRS:
+    for ours_name, theirs in pairs:
         paired = [a / b for a, b in zip(results[ours_name], results[theirs])]
         q1, med, q3 = quartiles(paired)
         medians = statistics.median(results[ours_name]) / statistics.median(results[theirs])

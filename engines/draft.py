@@ -16,7 +16,7 @@ from specdeck.engines.draft_length import draft_length
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel
 from specdeck.engines.rollback import Checkpoint, checkpoint, restore
-from specdeck.engines.sampling import KeyStream, choose, sampling_logprobs
+from specdeck.engines.sampling import KeyStream, choose, no_drafts, sampling_logprobs
 from specdeck.engines.speculative import run_speculative
 
 
@@ -71,7 +71,7 @@ class DraftModel:
         self.points = []
         full, self.full = self.full, 0
         if not count:
-            return mx.array([], mx.uint32), None
+            return no_drafts(), None
         if y.size > 2:
             # Rounds it skipped. (The two tokens after a round it drafted in full go in
             # together, as mlx-lm feeds them.)

@@ -44,7 +44,7 @@ from specdeck.engines.draft_length import draft_length
 from specdeck.engines.errors import ModelError
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel, prefer_fast_dtype
-from specdeck.engines.sampling import KeyStream, choose, sampling_logprobs
+from specdeck.engines.sampling import KeyStream, choose, no_drafts, sampling_logprobs
 from specdeck.engines.speculative import run_speculative
 
 
@@ -155,7 +155,7 @@ class MtpDrafter:
 
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         if self.hidden is None or not count:
-            return mx.array([], mx.uint32), None
+            return no_drafts(), None
         hidden, token = self.hidden, mx.array([[self.token]], mx.uint32)
         drafts, lps = [], []
         for _ in range(count):

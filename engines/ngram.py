@@ -21,7 +21,7 @@ from specdeck.engines.decoding import Clock
 from specdeck.engines.draft_length import draft_length
 from specdeck.engines.events import Event
 from specdeck.engines.loading import LoadedModel
-from specdeck.engines.sampling import KeyStream
+from specdeck.engines.sampling import KeyStream, no_drafts
 from specdeck.engines.speculative import run_speculative
 
 
@@ -83,7 +83,7 @@ class PromptLookup:
     def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
         start = self.match()
         drafts = [] if start is None else self.history[start : start + count]
-        return mx.array(drafts, mx.uint32), None
+        return (mx.array(drafts, mx.uint32) if drafts else no_drafts()), None
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None

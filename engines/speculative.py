@@ -175,7 +175,7 @@ def run_speculative(
             A pass with no drafts has nothing to rewind: a plain step."""
             k = drafts.size
             with mx.stream(generation_stream):
-                verified = mx.concatenate([pending, drafts])
+                verified = mx.concatenate([pending, drafts]) if k else pending
                 captured: CapturedPass | None = None
                 point = None
                 if captures and k:
@@ -207,7 +207,7 @@ def run_speculative(
                 # A plain step, and the next round drafts nothing either (none asked
                 # for, or none to be had: prompt lookup with no match possible): queue
                 # its step on this one's token before reading it, as plain decoding does.
-                queued = verify(verdict.fallback[:1].astype(mx.uint32), drafts, None)
+                queued = verify(verdict.fallback, drafts, None)
                 mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
             mx.eval(verdict.passed, verdict.fallback)
             drafted = drafts.tolist()
