@@ -44,6 +44,7 @@ sys.path[:0] = [str(ROOT)]
 import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E402
 
+import specdeck.engines as this_engines  # noqa: E402
 from specdeck.engines.config import DecodeSettings  # noqa: E402
 from specdeck.engines.loading import ModelStore  # noqa: E402
 from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
@@ -79,6 +80,11 @@ PAIRS = (("specdeck draft", "mlx-lm draft"), ("specdeck plain", "mlx-lm plain"),
          ("plain steps", "mlx-lm plain"))
 
 
+def made(events) -> int:
+    """The tokens a run's events add up to."""
+    return sum(len(getattr(e, "tokens", ())) for e in events)
+
+
 def revision_engines(revision: str, into: Path) -> ModuleType:
     """``engines/`` as it was at ``revision``, written under ``into`` and imported as
     ``specdeck_at_<commit>.engines`` (its imports of ``specdeck.engines`` renamed)."""
@@ -109,10 +115,9 @@ def plain_steps_loop(engines: ModuleType, models: Models, n: int) -> Callable[[]
     settings = DecodeSettings(max_tokens=n, stop_at_eos=False)
 
     def run() -> int:
-        events = parts["speculative"].run_speculative(
+        return made(parts["speculative"].run_speculative(
             models.target, parts["ngram"].PromptLookup(1 << 30), ids, settings,
-            {"ngram": parts["draft_length"].FixedLength(4)}, parts["sampling"].KeyStream(0))
-        return sum(len(getattr(e, "tokens", ())) for e in events)
+            {"ngram": parts["draft_length"].FixedLength(4)}, parts["sampling"].KeyStream(0)))
     return run
 
 
@@ -122,9 +127,6 @@ def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
     ids = models.target.tokenizer.encode(PROMPT)
     prompt = mx.array(ids)
     settings = DecodeSettings(max_tokens=n, num_draft_tokens=k, stop_at_eos=False)
-
-    def made(events) -> int:
-        return sum(len(getattr(e, "tokens", ())) for e in events)
 
     def ours(name: str) -> Callable[[], int]:
         return lambda: made(run_strategy(name, models, ids, settings))
@@ -138,7 +140,7 @@ def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
 
     return {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
             "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain,
-            "plain steps": plain_steps_loop(importlib.import_module("specdeck.engines"), models, n)}
+            "plain steps": plain_steps_loop(this_engines, models, n)}
 
 
 def timed(fn: Callable[[], int]) -> float:
