@@ -3,11 +3,14 @@
 Where every fixed k loses, ``auto`` should run as fast as plain decoding (issue 18). What
 it can lose there is of two kinds: its own (choosing each round, the rounds that try
 drafting from plain steps) and the speculative loop's (a plain step run by the loop that
-drafts, against ``engines.plain``'s). So each prompt runs three ways, in an order that
-turns each repetition: plain, the strategy at ``auto``, and the same loop held at plain
-steps (a fixed k of 0: every round drafts nothing). Each is timed against the plain run
-of its repetition, and the ratios are summed up as a geometric mean with its standard
-error: this VM's single runs spread 10-15 %, pairs within a repetition far less.
+drafts, against ``engines.plain``'s). So each prompt runs four ways, in an order that
+turns each repetition: plain, the strategy at ``auto``, the same loop held at plain
+steps (a fixed k of 0: every round drafts nothing), and plain again. Each is timed
+against the plain run of its repetition, and the ratios are summed up as a geometric
+mean with its standard error and the spread of one pair (the standard deviation of the
+log-ratios): this VM's single runs spread 10-15 %, pairs within a repetition far less.
+Plain again against plain is what "noise" means here: the spread of a pair in which
+nothing differs.
 
     python bench/auto_vs_plain.py [--family demo] [--strategy mtp|draft|ngram]
                                   [--max-tokens 128] [--reps 6] [--prompts a,b,FILE]
@@ -83,9 +86,13 @@ def runners(models: Models, strategy: str, ids: list[int], n: int
         return counted(run_speculative(models.target, proposer, ids, plain,
                                        {proposer.drafter(): FixedLength(0)}, keys))
 
-    return {"plain": lambda: counted(run_strategy("plain", models, ids, plain)),
+    def plain_run() -> tuple[int, int]:
+        return counted(run_strategy("plain", models, ids, plain))
+
+    return {"plain": plain_run,
             "auto": lambda: counted(run_strategy(strategy, models, ids, auto)),
-            "plain steps": held_at_plain_steps}
+            "plain steps": held_at_plain_steps,
+            "plain again": plain_run}
 
 
 def main() -> int:
@@ -101,7 +108,7 @@ def main() -> int:
     if models.calibration is None:
         print("no calibration of these models on this machine: auto learns every cost "
               "from its own rounds (specdeck calibrate first to measure what a run gets)")
-    ratios: dict[str, list[float]] = {"auto": [], "plain steps": []}
+    ratios: dict[str, list[float]] = {"auto": [], "plain steps": [], "plain again": []}
     print(f"{args.family} {args.strategy}, {args.max_tokens} tokens, {args.reps} repetitions: "
           "time over plain's in the same repetition (median), auto's drafting rounds")
     for name in args.prompts.split(","):
@@ -112,7 +119,7 @@ def main() -> int:
         seconds: dict[str, list[float]] = {way: [] for way in ways}
         drafting = []
         for rep in range(args.reps):
-            for way in order[rep % 3:] + order[:rep % 3]:
+            for way in order[rep % len(order):] + order[:rep % len(order)]:
                 mx.synchronize()
                 start = time.perf_counter()
                 made, drafted = ways[way]()
@@ -133,7 +140,8 @@ def main() -> int:
         logs = [math.log(r) for r in values]
         error = statistics.stdev(logs) / math.sqrt(len(logs))
         print(f"{way} / plain: {math.exp(statistics.mean(logs)):.3f} of plain's time "
-              f"(geometric mean, +-{error:.3f} s.e., {len(logs)} pairs)")
+              f"(geometric mean, +-{error:.3f} s.e., {len(logs)} pairs; one pair spreads "
+              f"+-{statistics.stdev(logs):.3f})")
     return 0
 
 
