@@ -21,8 +21,8 @@ It prints, per prompt, the share of tokens from which a first draft is right, th
 plain step of auto (and of ``--against``, another
 copy of ``engines/draft_length.py``, e.g. ``git show HEAD~:engines/draft_length.py``) and
 of each fixed k, and auto over the best of plain and the fixed k: a model of the
-speedup, not a measurement of it. ``--against`` also takes a git revision (its
-``draft_length`` and ``right_guesses``). Last, what choosing costs a round, in
+speedup, not a measurement of it. ``--against`` also takes a git revision (the
+``draft_length`` of its whole ``engines/``, ``bench/revisions.py``). Last, what choosing costs a round, in
 wall-clock milliseconds (the model of the speedup leaves it out; on this CPU it runs on
 the decode loop's critical path), side by side. A change it favours is
 then measured for real (``bench/auto_k.py``); one it does not is not worth the VM's time.
@@ -38,12 +38,12 @@ from __future__ import annotations
 import argparse
 import functools
 import hashlib
+import importlib
 import importlib.util
 import inspect
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 from auto_k import HELD_OUT, HELD_OUT_FILES, prompt_text  # noqa: E402
+from revisions import engines_at  # noqa: E402
 
 #: Where recorded acceptance is kept between runs (a prompt's costs a plain run).
 RECORDS = Path(tempfile.gettempdir()) / "specdeck-auto-replay"
@@ -139,20 +140,6 @@ def load_module(path: str, name: str = "replayed_draft_length") -> ModuleType:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
-    return module
-
-
-def revision_module(revision: str) -> ModuleType:
-    """``engines/draft_length.py`` as it was at a git revision, with that revision's
-    ``engines/right_guesses.py`` (the replay it prices the k by)."""
-    folder = Path(tempfile.mkdtemp(prefix="auto-replay-"))
-    for name in ("draft_length", "right_guesses"):
-        text = subprocess.run(["git", "show", f"{revision}:engines/{name}.py"], cwd=ROOT,
-                              check=True, capture_output=True, text=True).stdout
-        (folder / f"{name}.py").write_text(text)
-    module = load_module(str(folder / "draft_length.py"))
-    module.RightGuesses = load_module(str(folder / "right_guesses.py"),
-                                      "replayed_right_guesses").RightGuesses
     return module
 
 
@@ -291,7 +278,7 @@ def main() -> int:
                          "this VM showed such stretches at 2x in 6 of 15 runs of 128 "
                          "tokens (e.g. 0.4,2)")
     ap.add_argument("--against", help="another draft_length.py to replay beside auto, "
-                                      "or a git revision (its draft_length and right_guesses)")
+                                      "or a git revision (its own engines/ whole)")
     ap.add_argument("--costs", metavar="DRAFT_STEP,SLOPE",
                     help="price rounds as another machine would instead of by this one's "
                          "calibration: a draft step and each draft's share of a verify "
@@ -309,8 +296,11 @@ def main() -> int:
 
     policies = {"auto": draft_length}
     if args.against:
-        policies["against"] = (load_module(args.against) if Path(args.against).is_file()
-                               else revision_module(args.against))
+        if Path(args.against).is_file():
+            policies["against"] = load_module(args.against)
+        else:
+            then = engines_at(args.against, Path(tempfile.mkdtemp(prefix="auto-replay-")))
+            policies["against"] = importlib.import_module(f"{then.__name__}.draft_length")
     clocks = {label: ChoiceClock() for label in policies}
     fixed = [int(k) for k in args.ks.split(",")]
     linger = tuple(float(v) for v in args.linger.split(",") if v)

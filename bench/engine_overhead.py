@@ -30,7 +30,6 @@ from __future__ import annotations
 import argparse
 import importlib
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,6 +44,7 @@ import mlx.core as mx  # noqa: E402
 from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E402
 
 import specdeck.engines as this_engines  # noqa: E402
+from revisions import engines_at  # noqa: E402
 from specdeck.engines.config import DecodeSettings  # noqa: E402
 from specdeck.engines.loading import ModelStore  # noqa: E402
 from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
@@ -83,26 +83,6 @@ PAIRS = (("specdeck draft", "mlx-lm draft"), ("specdeck plain", "mlx-lm plain"),
 def made(events) -> int:
     """The tokens a run's events add up to."""
     return sum(len(getattr(e, "tokens", ())) for e in events)
-
-
-def revision_engines(revision: str, into: Path) -> ModuleType:
-    """``engines/`` as it was at ``revision``, written under ``into`` and imported as
-    ``specdeck_at_<commit>.engines`` (its imports of ``specdeck.engines`` renamed)."""
-    def git(*args: str) -> str:
-        return subprocess.run(["git", *args], cwd=ROOT, check=True, capture_output=True,
-                              text=True).stdout
-
-    package = f"specdeck_at_{git('rev-parse', '--short', revision).strip()}"
-    folder = into / package / "engines"
-    folder.mkdir(parents=True)
-    (folder.parent / "__init__.py").write_text("")
-    for path in git("ls-tree", "--name-only", revision, "engines/").split():
-        if path.endswith(".py"):
-            text = git("show", f"{revision}:{path}")
-            (folder / Path(path).name).write_text(
-                text.replace("specdeck.engines", f"{package}.engines"))
-    sys.path.insert(0, str(into))
-    return importlib.import_module(f"{package}.engines")
 
 
 def plain_steps_loop(engines: ModuleType, models: Models, n: int) -> Callable[[], int]:
@@ -178,7 +158,7 @@ def main() -> None:
         pairs = PAIRS
         if args.against:
             then = f"plain steps ({args.against})"
-            runs[then] = plain_steps_loop(revision_engines(args.against, Path(tmp)), models, n)
+            runs[then] = plain_steps_loop(engines_at(args.against, Path(tmp)), models, n)
             pairs += ((then, "mlx-lm plain"), ("plain steps", then))
         names = list(runs)
         for fn in runs.values():  # warm-up
