@@ -100,9 +100,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from specdeck.cli import main as specdeck
-    from specdeck.engines.config import AUTO
-    from specdeck.engines.families import require_family
-    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.core.config import AUTO
+    from specdeck.engines.models.families import require_family
+    from specdeck.engines.core.requests import SweepPrompt, SweepRequest
 
     demo = require_family(args.family)
     if args.no_calibration:
@@ -150,8 +150,8 @@ def confirm(request, cells: list[dict], reps: int) -> list[dict]:
     fresh interleaved repetitions; prints the per-prompt verdict, returns the new cells."""
     from dataclasses import replace
 
-    from specdeck.engines.config import AUTO
-    from specdeck.engines.stats import median
+    from specdeck.engines.core.config import AUTO
+    from specdeck.engines.core.stats import median
 
     print(f"\nhead to head, {reps} fresh repetitions each (plain, best k, auto in turn):")
     print(f"{'prompt':<7} {'best k':>6} {'best':>6} {'auto':>6} "

@@ -19,7 +19,7 @@ head drafts; a real run's rounds keep exactly that), no guesses judged.
 
 It prints, per prompt, the share of tokens from which a first draft is right, the tokens per
 plain step of auto (and of ``--against``, another
-copy of ``engines/draft_length.py``, e.g. ``git show HEAD~:engines/draft_length.py``) and
+copy of ``engines/auto/draft_length.py``, e.g. ``git show HEAD~:engines/auto/draft_length.py``) and
 of each fixed k, and auto over the best of plain and the fixed k: a model of the
 speedup, not a measurement of it. ``--against`` also takes a git revision (the
 ``draft_length`` of its whole ``engines/``, ``bench/revisions.py``). Last, what choosing costs a round, in
@@ -68,9 +68,9 @@ def record(family: str, name: str, tokens: int, drafter: str = "draft") -> dict:
     its chained drafts from each token (``engines.guess_probe.mtp_runs``). With the
     calibration's draft step and verify passes (``drafter``'s, in plain steps) and the
     drafter's survival on the built-in prompts (``typical``)."""
-    from specdeck.engines.calibration import load_calibration
-    from specdeck.engines.families import require_family
-    from specdeck.engines.guess_probe import runs_of
+    from specdeck.engines.measure.calibration import load_calibration
+    from specdeck.engines.models.families import require_family
+    from specdeck.engines.auto.guess_probe import runs_of
 
     pair = require_family(family)
     text = prompt_text(name)
@@ -98,7 +98,7 @@ def record(family: str, name: str, tokens: int, drafter: str = "draft") -> dict:
 @functools.cache
 def model_store():
     """One store for every prompt recorded: the models load once."""
-    from specdeck.engines.compare import ModelStore
+    from specdeck.engines.runs.compare import ModelStore
 
     return ModelStore()
 
@@ -106,7 +106,7 @@ def model_store():
 def guesses_right(pair, text: str, tokens: int) -> list[bool]:
     """The draft's guesses as ``specdeck calibrate`` judges them (``engines.guess_probe``:
     through the draft's own output layer, cut down where its folder lists its tokens)."""
-    from specdeck.engines.guess_probe import greedy_output, guesses_right as judged
+    from specdeck.engines.auto.guess_probe import greedy_output, guesses_right as judged
 
     models, prompt = pair_models(pair, text, tokens, "draft")
     return judged(models.draft, prompt, greedy_output(models.target, prompt, tokens))
@@ -115,7 +115,7 @@ def guesses_right(pair, text: str, tokens: int) -> list[bool]:
 def head_runs(pair, text: str, tokens: int) -> list[int]:
     """What a greedy round of the target's MTP head drafting at each output token keeps
     (``engines.guess_probe.mtp_runs``: a real run's rounds keep exactly that)."""
-    from specdeck.engines.guess_probe import greedy_output, mtp_runs
+    from specdeck.engines.auto.guess_probe import greedy_output, mtp_runs
 
     models, prompt = pair_models(pair, text, tokens, "mtp")
     return mtp_runs(models.mtp, prompt, greedy_output(models.mtp.model, prompt, tokens))
@@ -123,10 +123,10 @@ def head_runs(pair, text: str, tokens: int) -> list[int]:
 
 def pair_models(pair, text: str, tokens: int, drafter: str):
     """The family's models ``drafter`` needs, loaded once, and ``text`` encoded."""
-    from specdeck.engines.compare import encode_prompt
-    from specdeck.engines.config import AUTO
-    from specdeck.engines.requests import SweepPrompt, SweepRequest
-    from specdeck.engines.sweep import sweep_models
+    from specdeck.engines.runs.compare import encode_prompt
+    from specdeck.engines.core.config import AUTO
+    from specdeck.engines.core.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.runs.sweep import sweep_models
 
     request = SweepRequest(target=pair.target, draft=pair.draft,
                            prompts=[SweepPrompt("p", text, "p")], strategies=[drafter],
@@ -175,8 +175,8 @@ def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
     by their position after it; ``slow``: the output positions where every round costs
     ``slow_factor`` times as much, the machine slowed as a whole)."""
     choose = functools.partial((clock or ChoiceClock()).choose, policy)
-    from specdeck.engines.draft_length import LearnsFromGuesses
-    from specdeck.engines.events import Round
+    from specdeck.engines.auto.draft_length import LearnsFromGuesses
+    from specdeck.engines.core.events import Round
 
     matches, run, passes = data["matches"], data["runs"], data["passes"]
     n = len(run)
@@ -291,8 +291,8 @@ def main() -> int:
                          "--costs) says")
     args = ap.parse_args()
 
-    from specdeck.engines import draft_length
-    from specdeck.engines.config import MAX_MTP_DEPTH
+    from specdeck.engines.auto import draft_length
+    from specdeck.engines.core.config import MAX_MTP_DEPTH
 
     policies = {"auto": draft_length}
     if args.against:

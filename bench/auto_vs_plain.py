@@ -37,19 +37,19 @@ sys.path.insert(0, str(ROOT / "bench"))
 import mlx.core as mx  # noqa: E402
 
 from auto_k import prompt_text  # noqa: E402
-from specdeck.engines.blas_threads import fit_blas_threads_to  # noqa: E402
-from specdeck.engines.compare import encode_prompt, machine_calibration  # noqa: E402
-from specdeck.engines.config import AUTO, DecodeSettings  # noqa: E402
-from specdeck.engines.draft import DraftModel  # noqa: E402
-from specdeck.engines.draft_length import FixedLength  # noqa: E402
-from specdeck.engines.events import Round  # noqa: E402
-from specdeck.engines.families import require_family  # noqa: E402
-from specdeck.engines.loading import ModelStore  # noqa: E402
-from specdeck.engines.mtp import MtpDrafter, load_mtp  # noqa: E402
-from specdeck.engines.ngram import PromptLookup  # noqa: E402
-from specdeck.engines.sampling import KeyStream  # noqa: E402
-from specdeck.engines.speculative import run_speculative  # noqa: E402
-from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
+from specdeck.engines.measure.blas_threads import fit_blas_threads_to  # noqa: E402
+from specdeck.engines.runs.compare import encode_prompt, machine_calibration  # noqa: E402
+from specdeck.engines.core.config import AUTO, DecodeSettings  # noqa: E402
+from specdeck.engines.proposers.draft import DraftModel  # noqa: E402
+from specdeck.engines.auto.draft_length import FixedLength  # noqa: E402
+from specdeck.engines.core.events import Round  # noqa: E402
+from specdeck.engines.models.families import require_family  # noqa: E402
+from specdeck.engines.models.loading import ModelStore  # noqa: E402
+from specdeck.engines.proposers.mtp import MtpDrafter, load_mtp  # noqa: E402
+from specdeck.engines.proposers.ngram import PromptLookup  # noqa: E402
+from specdeck.engines.decode.sampling import KeyStream  # noqa: E402
+from specdeck.engines.decode.speculative import run_speculative  # noqa: E402
+from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
 
 PROMPTS = "glacier,invoice,stackq,trainlate,jsonload,festival,tea,bitcount"
 #: The settings field that holds each strategy's draft count.

@@ -20,13 +20,13 @@ import sys
 def child(family: str, threads: int, max_tokens: int) -> None:
     """One measurement: print the tokens/s of a plain run with ``threads`` (0: as
     OpenBLAS started)."""
-    from specdeck.engines import blas_threads
-    from specdeck.engines.compare import encode_prompt
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.families import require_family
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.stats import compute_stats
-    from specdeck.engines.strategies import Models, run_strategy
+    from specdeck.engines.measure import blas_threads
+    from specdeck.engines.runs.compare import encode_prompt
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.models.families import require_family
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.core.stats import compute_stats
+    from specdeck.engines.decode.run import Models, run_strategy
     from specdeck.prompts import get_prompt
 
     lib, started = blas_threads._openblas()
@@ -48,10 +48,10 @@ def main() -> int:
         child(args.child[0], int(args.child[1]), args.max_tokens)
         return 0
 
-    from specdeck.engines import blas_threads
-    from specdeck.engines.errors import ModelError
-    from specdeck.engines.families import require_family
-    from specdeck.engines.stats import median, robust_cv
+    from specdeck.engines.measure import blas_threads
+    from specdeck.engines.core.errors import ModelError
+    from specdeck.engines.models.families import require_family
+    from specdeck.engines.core.stats import median, robust_cv
 
     found = blas_threads._openblas()
     if found is None:

@@ -18,14 +18,14 @@ from __future__ import annotations
 import argparse
 import sys
 
-from specdeck.engines.compare import encode_prompt
-from specdeck.engines.config import MAX_MTP_DEPTH
-from specdeck.engines.families import FAMILIES, require_family
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.pass_timing import measure_calibration, measure_loop
-from specdeck.engines.requests import SweepPrompt, SweepRequest
-from specdeck.engines.sweep import run_sweep, sweep_models
-from specdeck.progress_line import ProgressLine
+from specdeck.engines.runs.compare import encode_prompt
+from specdeck.engines.core.config import MAX_MTP_DEPTH
+from specdeck.engines.models.families import FAMILIES, require_family
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.measure.pass_timing import measure_calibration, measure_loop
+from specdeck.engines.core.requests import SweepPrompt, SweepRequest
+from specdeck.engines.runs.sweep import run_sweep, sweep_models
+from specdeck.commands.progress_line import ProgressLine
 from specdeck.prompts import read_prompt
 
 KS = [1, 2, 3, 4, 6, 8, 12, 16]

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from specdeck.engines.demo import DEMO_DIR, require_demo_models  # noqa: E402
+from specdeck.engines.models.demo import DEMO_DIR, require_demo_models  # noqa: E402
 
 PROMPTS = ("code", "prose")
 #: What the issue asks the family to show (the card reports each against its figure).
@@ -46,7 +46,7 @@ PHASE_DATA = {
 
 
 def sweep(reps: int, max_tokens: int, ks: list[int], depths: list[int]) -> list[dict]:
-    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.core.requests import SweepPrompt, SweepRequest
     from specdeck.prompts import get_prompt
 
     demo = require_demo_models()
@@ -61,8 +61,8 @@ def sweep(reps: int, max_tokens: int, ks: list[int], depths: list[int]) -> list[
 def sweep_cells(request) -> list[dict]:
     """Run a sweep (an ``engines.requests.SweepRequest``) with its progress on stderr;
     its cells as dicts."""
-    from specdeck.engines.sweep import run_sweep
-    from specdeck.progress_line import ProgressLine
+    from specdeck.engines.runs.sweep import run_sweep
+    from specdeck.commands.progress_line import ProgressLine
 
     line = ProgressLine(every=0.0)
     cells, complete = run_sweep(
@@ -76,11 +76,11 @@ def sweep_cells(request) -> list[dict]:
 
 def plain_rate(max_tokens: int, reps: int) -> float:
     """Median plain-decoding tokens/s of the demo target in this process."""
-    from specdeck.engines.compare import encode_prompt
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.stats import compute_stats, median
-    from specdeck.engines.strategies import Models, run_strategy
+    from specdeck.engines.runs.compare import encode_prompt
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.core.stats import compute_stats, median
+    from specdeck.engines.decode.run import Models, run_strategy
     from specdeck.prompts import get_prompt
 
     target = ModelStore().get(require_demo_models().target)
@@ -97,7 +97,7 @@ def plain_rate(max_tokens: int, reps: int) -> float:
 def matmul_gflops(n: int = 1024, reps: int = 5) -> float:
     """float32 n x n x n matrix product speed in this process (median of ``reps``)."""
     import mlx.core as mx
-    from specdeck.engines.stats import median
+    from specdeck.engines.core.stats import median
 
     a, b = mx.random.normal((n, n)), mx.random.normal((n, n))
     mx.eval(a @ b)
@@ -115,14 +115,14 @@ def round_costs(max_tokens: int) -> dict:
     net layers to the state the verify pass kept (``capture``), or, with capture
     turned off as for other recurrent layouts, restores the state and replays the kept
     tokens: a second target pass."""
-    from specdeck.engines import speculative
-    from specdeck.engines.compare import encode_prompt, load_models
-    from specdeck.engines.requests import CompareRequest
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.events import Round
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.stats import median
-    from specdeck.engines.strategies import run_strategy
+    from specdeck.engines.decode import speculative
+    from specdeck.engines.runs.compare import encode_prompt, load_models
+    from specdeck.engines.core.requests import CompareRequest
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.core.events import Round
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.core.stats import median
+    from specdeck.engines.decode.run import run_strategy
     from specdeck.prompts import get_prompt
 
     demo = require_demo_models()
@@ -373,7 +373,7 @@ def main() -> int:
         (DEMO_DIR / "MODEL_CARD.md").write_text(render_card(json.loads(card_path.read_text())))
         return 0
 
-    from specdeck.engines.machine import blas_library
+    from specdeck.engines.measure.machine import blas_library
 
     print(f"BLAS in this process: {blas_library() or 'the bundled reference BLAS'}")
     cells = sweep(args.reps, args.max_tokens, [int(k) for k in args.ks.split(",")],

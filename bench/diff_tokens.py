@@ -1,5 +1,5 @@
 """How long ``specdeck diff`` takes to line up two long outputs: difflib's SequenceMatcher
-(what diff used) against ``specdeck.diff.token_opcodes`` (difflib on the stretches between
+(what diff used) against ``specdeck.sessions.diff.token_opcodes`` (difflib on the stretches between
 anchors), side by side in one run, on 20,000-token outputs of several shapes:
 
 - ``zipf``: two unrelated outputs whose tokens follow a Zipf law (as words do);
@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdeck.diff import token_opcodes  # noqa: E402
+from specdeck.sessions.diff import token_opcodes  # noqa: E402
 
 
 def mutate(rng: random.Random, tokens: list[int], edits: int, vocab: int) -> list[int]:

@@ -59,9 +59,9 @@ def add_latency(seconds: float) -> None:
 
 def worker(args: argparse.Namespace) -> None:
     """One rank (or the one process): sweep k, write rank 0's figures to ``--out``."""
-    from specdeck.engines.config import Sampling
-    from specdeck.engines.distributed import group_sweep, split_store, start_group
-    from specdeck.engines.requests import GroupSpec, SweepPrompt, SweepRequest
+    from specdeck.engines.core.config import Sampling
+    from specdeck.engines.distributed.split import group_sweep, split_store, start_group
+    from specdeck.engines.core.requests import GroupSpec, SweepPrompt, SweepRequest
     from specdeck.prompts import get_prompt
 
     if args.latency_ms:
@@ -83,8 +83,8 @@ def worker(args: argparse.Namespace) -> None:
 
 def measure(ranks: int, latency_ms: float, args: argparse.Namespace) -> dict:
     """Run the worker on ``ranks`` processes and read rank 0's figures."""
-    from specdeck.engines.requests import GroupSpec
-    from specdeck.group_launch import launch_argv
+    from specdeck.engines.core.requests import GroupSpec
+    from specdeck.hosts.launch import launch_argv
 
     out = Path(tempfile.mkdtemp()) / "figures.json"
     command = [str(Path(__file__).resolve()), "--worker", "--out", str(out),

@@ -27,12 +27,12 @@ sys.path[:0] = [str(ROOT)]
 import mlx.core as mx  # noqa: E402
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
-from specdeck.engines.config import DecodeSettings  # noqa: E402
-from specdeck.engines.decoding import forward, prefill  # noqa: E402
-from specdeck.engines.draft import DraftModel  # noqa: E402
-from specdeck.engines.families import require_family  # noqa: E402
-from specdeck.engines.loading import ModelStore  # noqa: E402
-from specdeck.engines.sampling import KeyStream  # noqa: E402
+from specdeck.engines.core.config import DecodeSettings  # noqa: E402
+from specdeck.engines.decode.shared import forward, prefill  # noqa: E402
+from specdeck.engines.proposers.draft import DraftModel  # noqa: E402
+from specdeck.engines.models.families import require_family  # noqa: E402
+from specdeck.engines.models.loading import ModelStore  # noqa: E402
+from specdeck.engines.decode.sampling import KeyStream  # noqa: E402
 from specdeck.prompts import get_prompt  # noqa: E402
 
 

@@ -27,15 +27,15 @@ sys.path[:0] = [str(ROOT)]
 import mlx.core as mx  # noqa: E402
 from mlx_lm.models.cache import make_prompt_cache  # noqa: E402
 
-from specdeck.engines.compare import encode_prompt  # noqa: E402
-from specdeck.engines.config import DecodeSettings  # noqa: E402
-from specdeck.engines.decoding import prefill  # noqa: E402
-from specdeck.engines.draft_vocab import WholeVocabulary  # noqa: E402
-from specdeck.engines.events import Trace  # noqa: E402
-from specdeck.engines.families import require_family, shipped_draft_dir  # noqa: E402
-from specdeck.engines.loading import ModelStore  # noqa: E402
-from specdeck.engines.stats import compute_stats  # noqa: E402
-from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
+from specdeck.engines.runs.compare import encode_prompt  # noqa: E402
+from specdeck.engines.core.config import DecodeSettings  # noqa: E402
+from specdeck.engines.decode.shared import prefill  # noqa: E402
+from specdeck.engines.proposers.draft_vocab import WholeVocabulary  # noqa: E402
+from specdeck.engines.core.events import Trace  # noqa: E402
+from specdeck.engines.models.families import require_family, shipped_draft_dir  # noqa: E402
+from specdeck.engines.models.loading import ModelStore  # noqa: E402
+from specdeck.engines.core.stats import compute_stats  # noqa: E402
+from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
 
 
 def step_ms(vocabulary, model, ids: list[int], steps: int = 16, reps: int = 9) -> float:

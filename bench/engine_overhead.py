@@ -45,9 +45,9 @@ from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E4
 
 import specdeck.engines as this_engines  # noqa: E402
 from revisions import engines_at  # noqa: E402
-from specdeck.engines.config import DecodeSettings  # noqa: E402
-from specdeck.engines.loading import ModelStore  # noqa: E402
-from specdeck.engines.strategies import Models, run_strategy  # noqa: E402
+from specdeck.engines.core.config import DecodeSettings  # noqa: E402
+from specdeck.engines.models.loading import ModelStore  # noqa: E402
+from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
 
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 

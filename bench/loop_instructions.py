@@ -47,8 +47,8 @@ def run_child(loop: str, tokens: int, target: str, draft: str, k: int) -> None:
     sys.path[:0] = [str(ROOT / "bench")]
     from engine_overhead import loops
 
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.strategies import Models
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.decode.run import Models
 
     store = ModelStore()
     made = loops(Models(store.get(target), store.get(draft)), tokens, k)[loop]()

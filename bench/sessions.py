@@ -9,7 +9,7 @@ measures, in one run:
 - load: load_session (parse + structural check + rebuilding every event);
 - the choices behind those numbers, side by side: shallow event dicts vs
   ``dataclasses.asdict``, parsing with the garbage collector paused vs running;
-- replay: ``specdeck.playback`` at the app's 30 frames/s and 10x (the fastest speed), per frame
+- replay: ``specdeck.sessions.playback`` at the app's 30 frames/s and 10x (the fastest speed), per frame
   handing the due events to their panes and, for each changed pane, what its statistics
   strip does: the numbers, their text and the sparkline (drawn 40 cells wide). Side by
   side: the app's way (an ``engines.stats.StatsAccumulator`` fed the new events, the
@@ -39,10 +39,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from specdeck.engines.events import Done, Prefill, Round, Trace  # noqa: E402
-from specdeck.engines.stats import StatsAccumulator, compute_stats  # noqa: E402
-from specdeck.playback import SPEEDS, Playback, Schedule  # noqa: E402
-from specdeck.session import (  # noqa: E402
+from specdeck.engines.core.events import Done, Prefill, Round, Trace  # noqa: E402
+from specdeck.engines.core.stats import StatsAccumulator, compute_stats  # noqa: E402
+from specdeck.sessions.playback import SPEEDS, Playback, Schedule  # noqa: E402
+from specdeck.sessions.session import (  # noqa: E402
     build_document, event_to_dict, load_session, save_document,
 )
 from specdeck.tui.stats_strip import RoundSeries, pack_figures, stats_figures  # noqa: E402

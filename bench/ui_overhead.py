@@ -33,11 +33,11 @@ sys.path[:0] = [str(ROOT)]
 
 from textual.app import App, ComposeResult  # noqa: E402
 
-from specdeck.engines.compare import run_compare  # noqa: E402
-from specdeck.engines.requests import CompareRequest  # noqa: E402
-from specdeck.engines.config import DecodeSettings  # noqa: E402
-from specdeck.engines.loading import ModelStore  # noqa: E402
-from specdeck.engines.stats import compute_stats  # noqa: E402
+from specdeck.engines.runs.compare import run_compare  # noqa: E402
+from specdeck.engines.core.requests import CompareRequest  # noqa: E402
+from specdeck.engines.core.config import DecodeSettings  # noqa: E402
+from specdeck.engines.models.loading import ModelStore  # noqa: E402
+from specdeck.engines.core.stats import compute_stats  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
 from specdeck.tui.token_view import TokenView  # noqa: E402
 from specdeck.testing.pilot import settle  # noqa: E402

@@ -18,8 +18,8 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from specdeck.engines.errors import UserError
-from specdeck.engines.files import UnreadableFile, read_text
+from specdeck.engines.core.errors import UserError
+from specdeck.engines.core.files import UnreadableFile, read_text
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
-from specdeck.session import load_session  # noqa: E402
+from specdeck.sessions.session import load_session  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
 
 SESSION = ROOT / "sessions" / "examples" / "code-all-strategies.json"

@@ -516,7 +516,7 @@ def write_vocabulary(text: np.ndarray, answers: list[dict], held: list[dict], s:
     training data (each source's frequencies normalised, so the 2.3M tokens of text do
     not drown the answers); returns its card entry, with the share of the held-out
     answers' tokens it holds."""
-    from specdeck.engines.draft_vocab_file import DRAFT_VOCAB_FILE
+    from specdeck.engines.models.draft_vocab_file import DRAFT_VOCAB_FILE
 
     size = int(max(text.max(), *(max(a["answer"]) for a in answers)) + 1)
     said = np.bincount(np.concatenate([a["answer"] for a in answers]), minlength=size)
@@ -545,7 +545,7 @@ def export(draft, config: dict, s: Settings, card: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from specdeck.engines.families import require_family
+    from specdeck.engines.models.families import require_family
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--phase",

@@ -6,22 +6,14 @@ no Hugging Face hub.  Building the whole family takes well under a second.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import pytest
 
-_TESTS_DIR = Path(__file__).resolve().parent
-if str(_TESTS_DIR) not in sys.path:  # also works with --import-mode=importlib
-    sys.path.insert(0, str(_TESTS_DIR))
+from specdeck.testing.tiny_models import build_family
 
-from specdeck.testing.tiny_models import build_family  # noqa: E402
-
-from specdeck.engines.families import cache_root  # noqa: E402
-
-#: Where ``specdeck fetch`` put the fetched families before the tests isolated the cache
-#: (``.ci/run`` fetches smollm2 first); ``tests/test_smollm2.py`` reads it from there.
-FETCHED_CACHE = cache_root()
+#: Fixtures shared by several modules (the model picker's fake catalog).
+pytest_plugins = ["helpers.app"]
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from specdeck.engines import blas_threads
-from specdeck.engines.blas_threads import SMALL_MODEL_BYTES, fit_blas_threads
+from specdeck.engines.measure import blas_threads
+from specdeck.engines.measure.blas_threads import SMALL_MODEL_BYTES, fit_blas_threads
 
 
 class FakeOpenBLAS:
@@ -43,9 +43,9 @@ def test_the_users_count_and_a_missing_openblas_are_left_alone(fake, monkeypatch
 
 def test_loading_a_tiny_family_sets_it(tiny_family, fake) -> None:
     """``load_models`` fits the threads to the target it loads."""
-    from specdeck.engines.compare import load_models
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.requests import CompareRequest
+    from specdeck.engines.runs.compare import load_models
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.core.requests import CompareRequest
 
     load_models(CompareRequest(target=str(tiny_family["llama_target"]), strategies=["plain"],
                                prompt="def"), ModelStore())
@@ -57,7 +57,7 @@ def test_calibrate_times_under_the_threads_its_runs_get(tiny_family, fake, monke
     """A calibration prices the runs it is used for: ``specdeck calibrate`` fits the
     threads to its target as a run does, before timing anything."""
     from specdeck.cli import main
-    from specdeck.engines import pass_timing
+    from specdeck.engines.measure import pass_timing
 
     seen = []
 

@@ -19,14 +19,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from session_helpers import document, sample_traces
+from helpers.sessions import document, sample_traces
 from specdeck.cli import main
-from specdeck.engines.catalog import describe_dir
-from specdeck.engines.errors import ModelError
-from specdeck.engines.files import MAX_FILE_BYTES
-from specdeck.engines.memory import MemoryEstimate, check_headroom
-from specdeck.session import save_document
-from specdeck.session_commands import file_size
+from specdeck.engines.models.catalog import describe_dir
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.core.files import MAX_FILE_BYTES
+from specdeck.engines.measure.memory import MemoryEstimate, check_headroom
+from specdeck.sessions.session import save_document
+from specdeck.commands.sessions import file_size
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -97,8 +97,8 @@ def test_a_model_that_ships_code_is_refused_even_with_y_on_stdin(tiny_family, tm
 CHILD = """
 import sys
 from pathlib import Path
-import specdeck.engines.catalog as catalog
-import specdeck.engines.loading as loading
+import specdeck.engines.models.catalog as catalog
+import specdeck.engines.models.loading as loading
 loading.refuse_custom_code = lambda path: None  # the check off: transformers must say no
 try:
     loading.load_tokenizer(loading.resolve(sys.argv[1]))

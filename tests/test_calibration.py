@@ -14,13 +14,13 @@ import orjson
 import pytest
 
 from specdeck.cli import main
-from specdeck.engines import pass_timing
-from specdeck.engines.calibration import (
+from specdeck.engines.measure import pass_timing
+from specdeck.engines.measure.calibration import (
     Calibration, Timing, calibration_file, estimate_line, load_calibration, save_calibration,
 )
-from specdeck.engines.config import MAX_MTP_DEPTH
-from specdeck.engines.draft_length import auto_estimate_line
-from specdeck.engines.group_costs import PASS_SIZES
+from specdeck.engines.core.config import MAX_MTP_DEPTH
+from specdeck.engines.auto.draft_length import auto_estimate_line
+from specdeck.engines.distributed.costs import PASS_SIZES
 
 #: A target step of 10 ms; a verify pass of n tokens 10 + 5 (n - 1) ms, i.e.
 #: c_verify(n) = 1 + 0.5 (n - 1) target steps; a draft step 2 ms (0.2 steps); an MTP
@@ -81,7 +81,7 @@ def test_the_cost_model_takes_every_measured_pass() -> None:
 
 
 def test_the_report_prints_what_the_numbers_say() -> None:
-    from specdeck.calibrate_command import report
+    from specdeck.commands.calibrate import report
 
     lines = report(hand_made(mtp=None), 0.9)
     text = "\n".join(lines)
@@ -124,8 +124,8 @@ def fake_costs() -> dict[str, float]:
 
 @pytest.fixture(scope="module")
 def loaded(tiny_family: dict[str, Path]):
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.mtp import load_mtp
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.proposers.mtp import load_mtp
 
     store = ModelStore()
     target = store.get(str(tiny_family["llama_target"]))
@@ -169,7 +169,7 @@ def test_probes_leave_the_cache_as_they_found_it(loaded) -> None:
     import mlx.core as mx
     from mlx_lm.models.cache import make_prompt_cache
 
-    from specdeck.engines.decoding import forward, prefill
+    from specdeck.engines.decode.shared import forward, prefill
 
     _, _, mtp = loaded
     model, prompt = mtp.model.model, list(range(5, 30))
@@ -194,7 +194,7 @@ def test_cached_per_machine_and_model_pair(tiny_family, tmp_path: Path) -> None:
     assert load_calibration(target, draft) == cal
     assert load_calibration(target, None) is None  # another pair
     # Another machine (or an upgrade) looks elsewhere.
-    from specdeck.engines import measured_cache
+    from specdeck.engines.measure import measured_cache
 
     original = measured_cache.machine_fingerprint
     measured_cache.machine_fingerprint = lambda: "another machine"
@@ -302,10 +302,10 @@ def test_cached_without_a_calibration_is_one_line(tiny_family, capsys) -> None:
 
 
 def test_the_estimate_before_a_run_uses_the_calibration(tiny_family) -> None:
-    from specdeck.engines.compare import prepare
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.requests import CompareRequest
+    from specdeck.engines.runs.compare import prepare
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.core.requests import CompareRequest
 
     target, draft = tiny_family["qwen3_target"], tiny_family["llama_draft"]
     request = CompareRequest(target=str(target), draft=str(draft), prompt="def add(a, b):",
@@ -378,7 +378,7 @@ def test_each_drafter_pays_its_own_round_work() -> None:
     assert replace(cal, draft_round_overhead=None).verify_passes("ngram")[1] == pytest.approx(1.8)
     assert Calibration.from_dict(orjson.loads(orjson.dumps(cal.to_dict()))) == cal
     assert Calibration.from_dict({**cal.to_dict(), "mtp_round_overhead": "3 ms"}) is None
-    from specdeck.calibrate_command import report
+    from specdeck.commands.calibrate import report
 
     assert "a round's own work 1.0 ms (draft), 3.0 ms (mtp)" in "\n".join(report(cal, 0.6))
 
@@ -387,13 +387,13 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     """``specdeck calibrate``'s cache, found by the model folders: ``auto`` drafts from
     its first round (no plain step timed first) and still equals plain decoding; prompt
     lookup finds the target's own calibration when the pair has none."""
-    from specdeck.engines.compare import load_models
-    from specdeck.engines.config import AUTO, DecodeSettings
-    from specdeck.engines.events import Trace
-    from specdeck.engines.loading import ModelStore
-    from specdeck.engines.requests import CompareRequest
-    from specdeck.engines.draft_length import GUESSED_START
-    from specdeck.engines.strategies import run_strategy
+    from specdeck.engines.runs.compare import load_models
+    from specdeck.engines.core.config import AUTO, DecodeSettings
+    from specdeck.engines.core.events import Trace
+    from specdeck.engines.models.loading import ModelStore
+    from specdeck.engines.core.requests import CompareRequest
+    from specdeck.engines.auto.draft_length import GUESSED_START
+    from specdeck.engines.decode.run import run_strategy
 
     target, draft = tmp_path / "target", tmp_path / "draft"
     shutil.copytree(tiny_family["llama_target"], target)
@@ -434,7 +434,7 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
 def test_passes_timed_out_of_order_are_pooled() -> None:
     """A longer pass timed cheaper than a shorter one is noise: pooled with it into
     their mean (least squares), so no k looks better than its neighbours for it."""
-    from specdeck.engines.calibration import nondecreasing
+    from specdeck.engines.measure.calibration import nondecreasing
 
     assert nondecreasing([1.0, 2.0, 3.0]) == [1.0, 2.0, 3.0]
     assert nondecreasing([1.0, 3.0, 2.0, 4.0]) == [1.0, 2.5, 2.5, 4.0]

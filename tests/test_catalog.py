@@ -16,10 +16,10 @@ import orjson
 import pytest
 from mlx.utils import tree_flatten
 
-from specdeck.engines import catalog
-from specdeck.engines.catalog import describe_dir, find_models, scan_hf_cache, suggest_drafts
-from specdeck.engines.errors import ModelError
-from specdeck.engines.loading import ModelStore, load_tokenizer, resolve, vocabulary_mismatch
+from specdeck.engines.models import catalog
+from specdeck.engines.models.catalog import describe_dir, find_models, scan_hf_cache, suggest_drafts
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.models.loading import ModelStore, load_tokenizer, resolve, vocabulary_mismatch
 from specdeck.cli import main
 from specdeck.testing.tiny_models import build_mtp_model
 
@@ -198,7 +198,7 @@ def test_quantized_and_half_precision_facts(tiny_family, tmp_path) -> None:
 
 
 def test_catalog_imports_no_mlx() -> None:
-    code = ("import sys, specdeck.engines.catalog, specdeck.models_command; "
+    code = ("import sys, specdeck.engines.models.catalog, specdeck.commands.models; "
             "assert not [m for m in sys.modules if m.startswith('mlx')], 'mlx imported'")
     subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
 

@@ -7,15 +7,15 @@ from dataclasses import replace
 
 import pytest
 
-from specdeck.engines.compare import load_models
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.errors import ModelError, SettingsError
-from specdeck.engines.events import Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.mtp import load_mtp
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.strategies import Models, run_strategy
-from lossless import lossless_pvalues
+from specdeck.engines.runs.compare import load_models
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.core.errors import ModelError, SettingsError
+from specdeck.engines.core.events import Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.proposers.mtp import load_mtp
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.decode.run import Models, run_strategy
+from helpers.lossless import lossless_pvalues
 
 #: Copyable: the prompt ends inside a passage it already holds.
 COPY = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef add(a, b):"

@@ -82,8 +82,8 @@ def test_headless_compare_prints_text_the_lossless_check_and_why(tiny_family, ca
 
 def test_headless_compare_names_the_first_divergence(tiny_family, monkeypatch, capsys) -> None:
     """A draft whose output parts from plain's is named at the token where it does."""
-    from specdeck.engines import compare
-    from specdeck.engines.events import Round
+    from specdeck.engines.runs import compare
+    from specdeck.engines.core.events import Round
 
     real = compare.run_strategy
 
@@ -116,7 +116,7 @@ def test_repeats_keep_the_median_run_and_record_every_timing(tiny_family, tmp_pa
         speeds = entry["measured_tokens_per_s"]
         assert len(speeds) == 3
         assert entry["stats"]["tokens_per_s"] == pytest.approx(sorted(speeds)[1])
-    from specdeck.session import session_from_document
+    from specdeck.sessions.session import session_from_document
 
     assert session_from_document(doc).measured["draft"] == doc["strategies"]["draft"][
         "measured_tokens_per_s"]
@@ -190,9 +190,10 @@ def test_hub_id_offline_says_so(tmp_path) -> None:
 
 
 def test_option_defaults_are_the_dataclasses_defaults() -> None:
-    from specdeck.cli import build_parser, settings_from
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.requests import CompareRequest, SweepRequest
+    from specdeck.cli import build_parser
+    from specdeck.commands.options import settings_from
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.core.requests import CompareRequest, SweepRequest
 
     parser = build_parser()
     compare = parser.parse_args(["compare", "--prompt", "p"])
@@ -224,7 +225,7 @@ def test_headless_compare_says_what_auto_chose_who_drafted_and_what_mlx_lm_would
     which drafters drafted and, at temperature > 0, what the exact-match rule keeps."""
     import jsonschema
 
-    from specdeck.session import SCHEMA_PATH, load_session
+    from specdeck.sessions.session import SCHEMA_PATH, load_session
 
     out = tmp_path / "auto.json"
     code = main(["compare", "--headless", "--no-save", "--json", str(out),

@@ -14,10 +14,10 @@ import orjson
 import pytest
 
 from specdeck.cli import build_parser, main
-from specdeck.engines.demo import demo_models
+from specdeck.engines.models.demo import demo_models
 from specdeck.prompts import get_prompt, read_prompts
-from specdeck.engines.errors import UserError
-from session_helpers import document, sample_traces, sweep_cell, sweep_document
+from specdeck.engines.core.errors import UserError
+from helpers.sessions import document, sample_traces, sweep_cell, sweep_document
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -113,7 +113,7 @@ def test_compare_says_a_missing_prompt_file_in_one_line(tmp_path, capsys) -> Non
 
 
 def test_a_sweep_prompt_of_6000_characters_is_text(tmp_path, monkeypatch, capsys) -> None:
-    import specdeck.engines.sweep as sweep
+    import specdeck.engines.runs.sweep as sweep
 
     seen = []
     monkeypatch.setattr(sweep, "run_sweep",

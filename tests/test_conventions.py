@@ -9,10 +9,10 @@ from pathlib import Path
 import orjson
 import pytest
 
-from session_helpers import document, make_trace, plain_trace
+from helpers.sessions import document, make_trace, plain_trace
 from specdeck.cli import main
-from specdeck.engines.conventions import CONVENTIONS, MEANINGS, in_convention, speculation_stats
-from specdeck.engines.stats import DraftCounts, compute_stats
+from specdeck.engines.core.conventions import CONVENTIONS, MEANINGS, in_convention, speculation_stats
+from specdeck.engines.core.stats import DraftCounts, compute_stats
 
 #: k = 3 with one short round (1 draft) and one plain round:
 #:   all 3 kept (bonus) | 1 of 3 | 0 of 3 | 1 of 1 | no drafts.

@@ -1,4 +1,4 @@
-"""The cost model (engines/cost_model.py): worked by hand, and against what the demo
+"""The cost model (engines/core/cost_model.py): worked by hand, and against what the demo
 family measures: the prediction from a run's own costs lands within 15 % of the speedup
 measured in the same run, at k = 1, 4 and 16, where the textbook's does not have to."""
 
@@ -6,16 +6,16 @@ from __future__ import annotations
 
 import pytest
 
-from specdeck.engines.compare import run_compare
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.cost_model import CostModel
-from specdeck.engines.demo import require_demo_models
-from specdeck.engines.events import Prefill
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.stats import compute_stats, cost_model
+from specdeck.engines.runs.compare import run_compare
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.cost_model import CostModel
+from specdeck.engines.models.demo import require_demo_models
+from specdeck.engines.core.events import Prefill
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.stats import compute_stats, cost_model
 from specdeck.prompts import get_prompt
-from specdeck.session import strategy_stats
+from specdeck.sessions.session import strategy_stats
 
 
 def test_the_cost_model_by_hand() -> None:

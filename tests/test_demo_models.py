@@ -8,18 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from specdeck.engines.compare import encode_prompt, load_models
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.demo import (
+from specdeck.engines.runs.compare import encode_prompt, load_models
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.models.demo import (
     CHECKOUT_DIR, DEMO_DIR, INSTALLED_DIR, default_models, demo_models, require_demo_models,
 )
-from specdeck.engines.errors import ModelError
-from specdeck.engines.families import SHIPPED_DRAFT_CHECKOUT, SHIPPED_DRAFT_INSTALLED
-from specdeck.engines.events import Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.stats import compute_stats
-from specdeck.engines.strategies import run_strategy
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.models.families import SHIPPED_DRAFT_CHECKOUT, SHIPPED_DRAFT_INSTALLED
+from specdeck.engines.core.events import Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.core.stats import compute_stats
+from specdeck.engines.decode.run import run_strategy
 from specdeck.prompts import get_prompt
 
 #: Acceptance may move a little across BLAS libraries and CPUs (float32 sums in another
@@ -147,8 +147,8 @@ def test_the_mtp_heads_runs_are_what_its_rounds_keep(models, prompt):
     real MTP run, at any depth, keeps exactly the shorter of its drafts and the run
     from the token it drafts at; and the demo head keeps deep runs somewhere, so this
     is not a text where nothing is ever kept."""
-    from specdeck.engines.config import MAX_MTP_DEPTH
-    from specdeck.engines.guess_probe import greedy_output, mtp_runs
+    from specdeck.engines.core.config import MAX_MTP_DEPTH
+    from specdeck.engines.auto.guess_probe import greedy_output, mtp_runs
 
     ids = encode_prompt(models.target.tokenizer, get_prompt(prompt).text)
     runs = mtp_runs(models.mtp, ids, greedy_output(models.mtp.model, ids, 64))

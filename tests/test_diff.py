@@ -6,15 +6,15 @@ from __future__ import annotations
 import orjson
 import pytest
 
-from specdeck.diff import (
+from specdeck.sessions.diff import (
     DiffError,
     TokenEdit,
     default_pairs,
     diff_sessions,
     first_divergence,
 )
-from specdeck.session import session_from_document
-from session_helpers import (
+from specdeck.sessions.session import session_from_document
+from helpers.sessions import (
     MACHINE, document, make_trace, piece, plain_trace, sample_traces, session,
 )
 

@@ -30,14 +30,14 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from specdeck.engines.compare import run_compare
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.errors import GroupError, SettingsError
-from specdeck.engines.group_costs import PASS_SIZES, PassCosts
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.requests import CompareRequest, GroupSpec
-from specdeck.diff import diff_sessions
-from specdeck.session import (
+from specdeck.engines.runs.compare import run_compare
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.core.errors import GroupError, SettingsError
+from specdeck.engines.distributed.costs import PASS_SIZES, PassCosts
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.core.requests import CompareRequest, GroupSpec
+from specdeck.sessions.diff import diff_sessions
+from specdeck.sessions.session import (
     SCHEMA_PATH, load_session, read_document, result_document, session_from_document,
 )
 
@@ -123,7 +123,7 @@ def test_two_ranks_decode_what_one_process_decodes(tiny_family, tmp_path) -> Non
     per_rank = doc["config"]["memory_estimates"]["draft"]
     request = CompareRequest(target=str(target), draft=str(draft), strategies=strategies,
                              prompt=PROMPT)
-    from specdeck.engines.compare import describe_models, estimate_memory
+    from specdeck.engines.runs.compare import describe_models, estimate_memory
 
     whole = estimate_memory(request, len(doc["config"]["prompt_tokens"]),
                             describe_models(request, ModelStore()))["draft"]
@@ -160,9 +160,9 @@ def test_a_model_mlx_lm_cannot_split_that_way_is_refused_in_one_line(tiny_family
 
 _AGREEMENTS = """
 import json
-from specdeck.engines.distributed import AgreedFlag, start_group
-from specdeck.engines.errors import GroupError
-from specdeck.engines.requests import GroupSpec
+from specdeck.engines.distributed.split import AgreedFlag, start_group
+from specdeck.engines.core.errors import GroupError
+from specdeck.engines.core.requests import GroupSpec
 
 group = start_group(GroupSpec())
 shared = group.share(b"from rank 0" if group.lead else b"").decode()
@@ -183,7 +183,7 @@ def test_the_ranks_agree_through_collectives() -> None:
     """Rank 0's data reaches every rank; an error on one rank stops all, naming it; a
     Ctrl+C on one rank stops every rank after the same event; ranks that decoded
     differently are caught."""
-    from specdeck.group_launch import launch_argv
+    from specdeck.hosts.launch import launch_argv
 
     argv = launch_argv(GroupSpec(ranks=2), ["-c", _AGREEMENTS])
     run = subprocess.run(argv, stdin=subprocess.PIPE, capture_output=True, text=True,
@@ -332,8 +332,8 @@ def test_a_sweep_on_two_ranks_names_what_a_pass_costs_on_the_group(tiny_family,
 
 
 def test_the_playground_engine_runs_on_a_group(tiny_family) -> None:
-    from specdeck.engine_host import EventBatch, RunCommand, RunEnded
-    from specdeck.group_host import GroupHost
+    from specdeck.hosts.engine import EventBatch, RunCommand, RunEnded
+    from specdeck.hosts.group import GroupHost
 
     ended: queue.SimpleQueue = queue.SimpleQueue()
     tokens: dict[str, list[int]] = {}
@@ -412,7 +412,7 @@ def test_group_settings_are_checked_with_messages_a_user_can_act_on() -> None:
 
 
 def test_the_mlx_launch_command_line_and_its_exit_status() -> None:
-    from specdeck.group_launch import launch_argv, rank_status
+    from specdeck.hosts.launch import launch_argv, rank_status
 
     local = launch_argv(GroupSpec(ranks=2), ["-m", "specdeck", "sweep"])
     assert local[local.index("-n") + 1] == "2" and "--starting-port" in local
@@ -433,7 +433,7 @@ def test_the_mlx_launch_command_line_and_its_exit_status() -> None:
 
 
 def test_a_refusal_names_the_models_that_can_be_split() -> None:
-    from specdeck.engines.distributed import Group, refusal, split_model
+    from specdeck.engines.distributed.split import Group, refusal, split_model
 
     two = Group(None, GroupSpec(shard="pipeline", ranks=2), 0)
     with pytest.raises(GroupError, match="cannot split by pipeline: use --shard tensor"):
@@ -449,8 +449,8 @@ def test_a_split_hybrid_never_takes_the_capture_pass(tiny_family) -> None:
     place) already turns the capture pass off; decoding stays exact."""
     import mlx.core as mx
 
-    from specdeck.engines.capture import is_split, supports_capture
-    from specdeck.engines.strategies import Models, run_strategy
+    from specdeck.engines.decode.capture import is_split, supports_capture
+    from specdeck.engines.decode.run import Models, run_strategy
 
     store = ModelStore()
     whole = store.get(str(tiny_family["mtp_target"]))
@@ -484,8 +484,8 @@ def test_pass_costs_read_back_and_say_what_the_network_adds() -> None:
 
 
 def test_the_memory_estimate_is_per_rank(tiny_family) -> None:
-    from specdeck.engines.catalog import describe_dir
-    from specdeck.engines.memory import Split, estimate
+    from specdeck.engines.models.catalog import describe_dir
+    from specdeck.engines.measure.memory import Split, estimate
 
     info = describe_dir(tiny_family["mtp_target"])
     settings = DecodeSettings(max_tokens=200)
@@ -500,8 +500,8 @@ def test_the_memory_estimate_is_per_rank(tiny_family) -> None:
 
 
 def test_the_settings_dialog_edits_the_group_and_the_app_picks_its_engine() -> None:
-    from specdeck.engine_host import ProcessHost
-    from specdeck.group_host import GroupHost
+    from specdeck.hosts.engine import ProcessHost
+    from specdeck.hosts.group import GroupHost
     from specdeck.tui.app import SpecdeckApp
     from specdeck.tui.settings_screen import apply_form, form_values
 

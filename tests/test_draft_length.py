@@ -9,66 +9,29 @@ from dataclasses import replace
 
 import pytest
 
-from specdeck.engines import draft, mtp, ngram
-from specdeck.engines import draft_length as draft_length_module
-from specdeck.engines.calibration import Calibration, Timing
-from specdeck.engines.config import (
-    AUTO, MAX_DRAFT_TOKENS, DecodeSettings, Sampling, parse_draft_count,
+from specdeck.engines.proposers import draft
+from specdeck.engines.proposers import mtp
+from specdeck.engines.proposers import ngram
+from specdeck.engines.auto import draft_length as draft_length_module
+from specdeck.engines.core.config import (
+    AUTO, DecodeSettings, Sampling, parse_draft_count,
 )
-from specdeck.engines.cost_model import CostModel
-from specdeck.engines.draft_length import (
+from specdeck.engines.core.cost_model import CostModel
+from specdeck.engines.auto.draft_length import (
     EXPLORE_EVERY, EXPLORE_IDLE, IDLE_FLOOR, IDLE_SHARE, GUESS_EVERY, GUESS_MOST, HOPE_BUDGET, HOPE_KEPT, GUESSED_START, LEFT_PRICE, PLAIN_TRIALS, REPRICE, RULE_OUT, RETIME_EVERY, START, TIMED_MIN, TRIALS, TRIALS_MOST, TRUST_CALIBRATION, WINDOW, AdaptiveLength, FixedLength, LengthChoice,
     choice_words, draft_length,
 )
-from specdeck.engines.errors import SettingsError
-from specdeck.engines.group_costs import PASS_SIZES
-from specdeck.engines.events import Round, Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.mtp import load_mtp
-from specdeck.engines.stats import compute_stats
-from specdeck.engines.strategies import Models, run_strategy
-from lossless import lossless_pvalues
+from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.events import Round, Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.proposers.mtp import load_mtp
+from specdeck.engines.core.stats import compute_stats
+from specdeck.engines.decode.run import Models, run_strategy
+from helpers.lossless import lossless_pvalues
+from helpers.auto import feed, made_calibration, synthetic
 
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return"
 TOKENS = 40
-
-
-def synthetic(drafted: int, accepted: int, *, draft_step: float, verify: float,
-              index: int = 1) -> Round:
-    """A round of ``drafted`` drafts (``accepted`` kept) taking ``draft_step`` seconds per
-    draft and ``verify`` seconds to verify (not the first of its run, which runs cold)."""
-    tokens = list(range(accepted + 1))
-    return Round(index=index, drafted=list(range(drafted)), accepted=accepted, tokens=tokens,
-                 end="target", pieces=[""] * len(tokens),
-                 rejected_pieces=[""] * (drafted - accepted),
-                 draft_seconds=draft_step * drafted if drafted else 0.0,
-                 verify_seconds=verify, t=0.0)
-
-
-def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
-         rounds: int = 64, most_kept: int = MAX_DRAFT_TOKENS,
-         bonus: bool = False) -> list[LengthChoice]:
-    """Run ``policy`` on rounds that keep every draft (up to ``most_kept`` of them) with
-    probability ``accept``, deterministically, and none otherwise; a verify pass of n
-    tokens costs ``pass_cost(n)`` seconds, a plain step one. With ``bonus``, the
-    draft's guess past a round kept whole is judged, as the loop does at temperature 0
-    (right while fewer than ``most_kept`` were drafted)."""
-    choices = []
-    for i in range(rounds):
-        choice = policy.choose()
-        choices.append(choice)
-        k = choice.k
-        if not k:
-            policy.observe(synthetic(0, 0, draft_step=0, verify=1.0, index=i + 1))
-            continue
-        # Alternate the outcome so that the survival rate at position 1 is ``accept``.
-        kept = min(k, most_kept) if (i * accept) % 1 + accept >= 1 else 0
-        event = synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1), index=i + 1)
-        event.auto_k, event.auto_hoped = k, choice.hoped  # as the loop records them
-        if bonus and kept == k:
-            policy.observe_bonus(k, k < most_kept)
-        policy.observe(event)
-    return choices
 
 
 def on_estimates(choice: LengthChoice) -> bool:
@@ -231,22 +194,6 @@ def test_a_k_drafted_costs_what_its_rounds_took() -> None:
     # k = 1, priced from k = 2's verify line and shifted by what it missed there.
     model = policy.models()[2]
     assert costs[1] == pytest.approx(model.round_cost(1) + costs[2] - model.round_cost(2))
-
-
-def made_calibration(draft_step: float, slope: float, mtp_step: float | None = None,
-                     over: float = 0.0) -> Calibration:
-    """A calibration of a 10 ms target step, verify passes of n tokens costing
-    ``1 + slope (n - 1)`` target steps (``over`` more past one token) and a draft step
-    of ``draft_step`` steps."""
-    def timing(steps: float) -> Timing:
-        return Timing(0.010 * steps, 0.0)
-
-    return Calibration(
-        machine="m", target="t", target_identity="ti", draft="d", draft_identity="di",
-        passes=tuple(timing(1.0 + (over if n > 1 else 0.0) + slope * (n - 1))
-                     for n in PASS_SIZES),
-        draft_step=timing(draft_step), mtp_step=timing(mtp_step) if mtp_step else None,
-        reps=5, measured="2026-11-30T00:00:00+00:00")
 
 
 def test_a_calibration_prices_the_first_round() -> None:
@@ -834,11 +781,11 @@ def test_auto_sampling_keeps_the_targets_distribution(tiny_family, store) -> Non
 def test_a_sweep_runs_auto_beside_fixed_k(tiny_family) -> None:
     """``-k 1,auto``: auto is a cell like any other (checked against plain, saved, read
     back); the chart places the fixed k by k and draws auto as a level across them."""
-    from specdeck.chart import auto_levels, series_of
-    from specdeck.engines.requests import SweepPrompt, SweepRequest
-    from specdeck.engines.sweep import recommendations, run_sweep
-    from specdeck.session import sweep_document
-    from specdeck.sweep_file import sweep_from_document
+    from specdeck.sessions.chart import auto_levels, series_of
+    from specdeck.engines.core.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.runs.sweep import recommendations, run_sweep
+    from specdeck.sessions.session import sweep_document
+    from specdeck.sessions.sweep_file import sweep_from_document
 
     request = SweepRequest(
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),

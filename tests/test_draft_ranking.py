@@ -11,8 +11,8 @@ import orjson
 import pytest
 
 from specdeck.cli import main
-from specdeck.engines.demo import require_demo_models
-from specdeck.engines.draft_ranking import (
+from specdeck.engines.models.demo import require_demo_models
+from specdeck.engines.measure.draft_ranking import (
     DraftRanking, RankedDraft, load_ranking, ranking_file, save_ranking,
 )
 from specdeck.testing.tiny_models import build_model
@@ -40,7 +40,7 @@ def ticking(monkeypatch) -> None:
     ranks them. (The real clock on a busy machine once ranked the random draft first.)"""
     from itertools import count
 
-    from specdeck.engines import draft_probe
+    from specdeck.engines.measure import draft_probe
 
     probe = draft_probe.probe_drafts
     ticks = count()
@@ -82,9 +82,9 @@ def test_the_table_names_the_ranking(draft_folder: Path, capsys, ticking) -> Non
 
 def test_the_probe_on_the_real_clock(draft_folder: Path) -> None:
     """Timed for real, the acceptance (which no load moves) still parts them."""
-    from specdeck.engines.catalog import find_models
-    from specdeck.engines.draft_probe import probe_drafts
-    from specdeck.engines.loading import ModelStore
+    from specdeck.engines.models.catalog import find_models
+    from specdeck.engines.measure.draft_probe import probe_drafts
+    from specdeck.engines.models.loading import ModelStore
 
     from specdeck.prompts import get_prompt
 
@@ -140,16 +140,15 @@ def test_a_ranking_round_trips(tiny_family) -> None:
 
 # --- the settings' model picker shows the cached ranking ------------------------------
 
-from test_tui_models_sweep import (  # noqa: E402  (the picker's fake catalog and host)
-    SettingsHost, catalog, compare_request, open_picker, picker_rows,
+from helpers.app import (  # noqa: E402  (the picker's host)
+    SettingsHost, compare_request, open_picker, picker_rows,
 )
 from specdeck.testing.pilot import run_async, screen_text  # noqa: E402
 
-__all__ = ["catalog"]  # a fixture, used by name
 
 
 def _probed(model, speedup: float, best_k: int) -> RankedDraft:
-    from specdeck.engines.measured_cache import model_identity
+    from specdeck.engines.measure.measured_cache import model_identity
 
     return RankedDraft(model.name, str(model.path.resolve()), model_identity(model.path),
                        0.6, (0.6, 0.4), 0.2, 1.5, best_k, speedup)

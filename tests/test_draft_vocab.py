@@ -12,16 +12,16 @@ from pathlib import Path
 import mlx.core as mx
 import pytest
 
-from specdeck.engines import draft_vocab, pass_timing
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.draft_vocab import read_draft_vocab
-from specdeck.engines.draft_vocab_file import DRAFT_VOCAB_FILE, MAX_VOCAB_BYTES
-from specdeck.engines.errors import ModelError
-from specdeck.engines.events import Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.strategies import Models, run_strategy
-from lossless import lossless_pvalues
-from test_engines import PROMPT, SAMPLES, first_two
+from specdeck.engines.proposers import draft_vocab
+from specdeck.engines.measure import pass_timing
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.proposers.draft_vocab import read_draft_vocab
+from specdeck.engines.models.draft_vocab_file import DRAFT_VOCAB_FILE, MAX_VOCAB_BYTES
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.core.events import Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.decode.run import Models, run_strategy
+from helpers.lossless import PROMPT, SAMPLES, first_two, lossless_pvalues
 
 
 @pytest.fixture(scope="module")
@@ -164,8 +164,8 @@ def test_sampled_drafts_stay_in_the_list(models, listed) -> None:
 def test_the_memory_estimate_counts_the_listed_rows(models, listed) -> None:
     """Loading copies the listed rows out of the output layer: the catalog counts the
     tokens and the estimate of the draft's weights holds those bytes."""
-    from specdeck.engines.catalog import describe_dir
-    from specdeck.engines.memory import cpu_backend, weight_bytes
+    from specdeck.engines.models.catalog import describe_dir
+    from specdeck.engines.measure.memory import cpu_backend, weight_bytes
 
     info = describe_dir(listed[0])
     assert info.listed_tokens == len(listed[1])
@@ -176,7 +176,7 @@ def test_the_memory_estimate_counts_the_listed_rows(models, listed) -> None:
 
 
 def test_a_bad_list_leaves_the_catalog_to_loading(tiny_family, tmp_path) -> None:
-    from specdeck.engines.catalog import describe_dir
+    from specdeck.engines.models.catalog import describe_dir
 
     folder = tmp_path / "draft"
     shutil.copytree(tiny_family["llama_draft"], folder)

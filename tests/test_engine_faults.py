@@ -10,12 +10,12 @@ import threading
 import time
 
 
-import specdeck.engine_host as engine_host
-import specdeck.engines.compare as compare
-from specdeck.engine_host import EventBatch, ProcessHost, RunCommand, RunEnded, ThreadHost
-from specdeck.session import load_session
+import specdeck.hosts.engine as engine_host
+import specdeck.engines.runs.compare as compare
+from specdeck.hosts.engine import EventBatch, ProcessHost, RunCommand, RunEnded, ThreadHost
+from specdeck.sessions.session import load_session
 from specdeck.tui.app import SpecdeckApp
-from test_tui_app import SIZE, make_request
+from helpers.app import SIZE, make_request
 from specdeck.testing.pilot import run_async, settle, until
 
 

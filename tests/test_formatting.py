@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from specdeck.diff import StatRow
-from specdeck.engines.formatting import (
+from specdeck.sessions.diff import StatRow
+from specdeck.engines.core.formatting import (
     MISSING, byte_size, duration, format_stat, percent, plural, stats_table, times,
 )
 

@@ -9,23 +9,23 @@ from dataclasses import replace
 import orjson
 import pytest
 
-from specdeck.engines.calibration import Calibration, Timing
-from specdeck.engines.compare import encode_prompt
-from specdeck.engines.config import (
+from specdeck.engines.measure.calibration import Calibration, Timing
+from specdeck.engines.runs.compare import encode_prompt
+from specdeck.engines.core.config import (
     AUTO, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, Sampling,
 )
-from specdeck.engines.events import Round
-from specdeck.engines.draft_length import (
+from specdeck.engines.core.events import Round
+from specdeck.engines.auto.draft_length import (
     HOPE_BUDGET, START, TIMED_MIN, AdaptiveLength, auto_estimate_line, draft_length,
     hope_budget,
 )
-from specdeck.engines.group_costs import PASS_SIZES
-from specdeck.engines.guess_probe import (
+from specdeck.engines.distributed.costs import PASS_SIZES
+from specdeck.engines.auto.guess_probe import (
     greedy_output, guesses_right, runs_of, survival_of_guesses, survival_of_runs,
 )
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.strategies import Models, run_strategy
-from test_draft_length import feed, synthetic
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.decode.run import Models, run_strategy
+from helpers.auto import feed, synthetic
 
 #: Survivals by position: a third of guesses right and each one after a right one less
 #: so (smollm2's pair: 32 %, 10 %, 2 % ...), and a drafter right at 80 % of tokens.
@@ -171,7 +171,7 @@ def test_the_survival_round_trips_and_older_files_load_without_it() -> None:
 
 
 def test_calibrate_reports_the_guesses_and_what_auto_makes_of_them() -> None:
-    from specdeck.calibrate_command import report
+    from specdeck.commands.calibrate import report
 
     text = "\n".join(report(calibration(POOR), 0.6))
     assert "right at 20% of tokens; survival by position 20% 4% 1% 0%" in text

@@ -18,13 +18,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from textual.widgets import DataTable, Input
 
-from hostile import (
+from helpers.hostile import (
     CLEAR, FRAGMENTS, OSC0, OSC52, QUIT, STRATEGY_NAMES, every_fragment, hostile_document, hostile_sweep,
     hostile_text, screenshot_click,
 )
 from specdeck.cli import main
-from specdeck.session import save_document, session_from_document
-from specdeck.sweep_file import sweep_from_document
+from specdeck.sessions.session import save_document, session_from_document
+from specdeck.sessions.sweep_file import sweep_from_document
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
@@ -35,7 +35,7 @@ from specdeck.tui.model_picker import ModelPicker
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.sweep_view import SweepApp
-from specdeck.visible import printable, visible
+from specdeck.safe_text.plain import printable, visible
 from specdeck.testing.pilot import run_async, screen_text, settle
 
 #: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8).
@@ -330,7 +330,7 @@ async def test_the_sweep_view_shows_a_hostile_sweep_literally():
 
 @run_async
 async def test_settings_and_the_model_picker_show_hostile_models_literally(tmp_path):
-    from test_tui_models_sweep import SettingsHost, compare_request
+    from helpers.app import SettingsHost, compare_request
 
     for i, text in enumerate([QUIT, OSC0, "[/]", "\x1b[2J"]):
         hostile_model_dir(tmp_path, f"{i}{text}")

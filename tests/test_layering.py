@@ -1,7 +1,12 @@
-"""The dependency rule (README, "Development"): the core never imports textual or rich;
-the TUI never imports mlx, neither itself nor through a module it imports. Checked on the
-source, so an import inside a function counts too, and once more by importing the app in
-a fresh interpreter."""
+"""The dependency rules (docs/development.md), checked on the source (an import inside a
+function counts too) and once more by importing the app in a fresh interpreter:
+
+- the core never imports textual or rich; the TUI never imports mlx, neither itself nor
+  through a module it imports;
+- ``engines/core`` is pure data and arithmetic: no mlx, nothing from another engines
+  folder; nothing in ``engines`` imports ``specdeck.*`` outside ``specdeck.engines``;
+- the commands import the shared options, never ``specdeck.cli`` (no command cycle), and
+  no production code asks whether it runs under pytest."""
 
 from __future__ import annotations
 
@@ -14,16 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Front ends may print with rich: the command line and its subcommands, and the app
-#: (``literal.py``: strings from data as rich Text, for both).
-FRONT_ENDS = {"cli.py", "__main__.py", "literal.py"}
-
-#: The core: decoding, sessions, statistics.
-CORE = sorted(ROOT.glob("engines/*.py")) + sorted(
-    p for p in ROOT.glob("specdeck/*.py")
-    if p.name not in FRONT_ENDS and not p.stem.endswith(("_command", "_commands"))
-)
-TUI = sorted(ROOT.glob("tui/**/*.py"))
+#: Front ends may print with rich: the command line, its commands and the app (and the
+#: test support that drives it).
+FRONT_END_PACKAGES = ("specdeck.commands", "specdeck.safe_text.rich_text", "specdeck.cli",
+                      "specdeck.__main__", "specdeck.testing")
 
 MLX = {"mlx", "mlx_lm", "optiq"}
 
@@ -36,8 +35,11 @@ def _modules() -> dict[str, Path]:
     """Every module of the project by its import name."""
     modules = {}
     for package, folder in PACKAGES.items():
-        for path in folder.glob("*.py"):
-            modules[package if path.stem == "__init__" else f"{package}.{path.stem}"] = path
+        for path in folder.rglob("*.py"):
+            parts = path.relative_to(folder).with_suffix("").parts
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            modules[".".join((package, *parts))] = path
     return modules
 
 
@@ -110,26 +112,64 @@ def reachable(graph: dict[str, set[str]], start: str) -> set[str]:
     return seen
 
 
+def _in(name: str, package: str) -> bool:
+    return name == package or name.startswith(package + ".")
+
+
 def _is_tui(name: str) -> bool:
-    return name == "specdeck.tui" or name.startswith("specdeck.tui.")
+    return _in(name, "specdeck.tui") or _in(name, "specdeck.safe_text.tui")
 
 
 TUI_MODULES = sorted(name for name in MODULES if _is_tui(name))
+#: The core: decoding, sessions, statistics, hosts (everything but the front ends).
+CORE = sorted(name for name in MODULES if not _is_tui(name)
+              and not any(_in(name, front) for front in FRONT_END_PACKAGES))
 
 
-def test_core_exists() -> None:
-    assert len(CORE) >= 10
-    assert len(TUI_MODULES) >= 10
+def offenders(modules: list[str], forbidden) -> dict[str, list[str]]:
+    """Each module with the names it imports that ``forbidden(name)`` rejects."""
+    found = {name: sorted(n for n in imported_names(MODULES[name]) if forbidden(n))
+             for name in modules}
+    return {name: names for name, names in found.items() if names}
 
 
-@pytest.mark.parametrize("path", CORE, ids=lambda p: str(p.relative_to(ROOT)))
-def test_core_never_imports_ui_libraries(path: Path) -> None:
-    assert not imported_roots(path) & {"textual", "rich"}
+def test_the_rules_see_every_folder() -> None:
+    assert len(CORE) >= 60 and len(TUI_MODULES) >= 20
+    for folder in ("core", "decode", "proposers", "auto", "measure", "models", "runs",
+                   "distributed"):
+        assert f"specdeck.engines.{folder}" in MODULES
+        assert any(_in(name, f"specdeck.engines.{folder}") for name in CORE), folder
 
 
-@pytest.mark.parametrize("path", TUI, ids=lambda p: str(p.relative_to(ROOT)))
-def test_tui_never_imports_mlx(path: Path) -> None:
-    assert not imported_roots(path) & MLX
+def test_core_never_imports_ui_libraries() -> None:
+    assert offenders(CORE, lambda n: n.split(".")[0] in ("textual", "rich")) == {}
+
+
+def test_tui_never_imports_mlx() -> None:
+    assert offenders(TUI_MODULES, lambda n: n.split(".")[0] in MLX) == {}
+
+
+def test_engines_core_is_pure_and_imports_only_itself() -> None:
+    core = [name for name in MODULES if _in(name, "specdeck.engines.core")]
+    assert offenders(core, lambda n: n.split(".")[0] in MLX
+                     or (_in(n, "specdeck") and not _in(n, "specdeck.engines.core"))) == {}
+
+
+def test_engines_import_nothing_of_specdeck_outside_engines() -> None:
+    engines = [name for name in MODULES if _in(name, "specdeck.engines")]
+    assert offenders(engines, lambda n: _in(n, "specdeck") and n != "specdeck"
+                     and not _in(n, "specdeck.engines")) == {}
+
+
+def test_commands_never_import_the_command_line() -> None:
+    commands = [name for name in MODULES if _in(name, "specdeck.commands")]
+    assert len(commands) >= 8
+    assert offenders(commands, lambda n: _in(n, "specdeck.cli")) == {}
+
+
+def test_no_production_code_asks_whether_it_runs_under_pytest() -> None:
+    assert [name for name, path in MODULES.items()
+            if "PYTEST_CURRENT_TEST" in path.read_text(encoding="utf-8")] == []
 
 
 @pytest.mark.parametrize("module", TUI_MODULES)
@@ -151,11 +191,11 @@ def test_tui_imports_no_module_that_imports_mlx(module: str) -> None:
 def test_the_graph_sees_imports_the_tui_makes() -> None:
     """The checks above are only as good as the graph: it must hold real edges."""
     graph = project_graph(module_level=True)
-    assert "specdeck.engine_host" in graph["specdeck.tui.app"]
-    assert "specdeck.engines.requests" in graph["specdeck.tui.settings_screen"]
-    assert {"specdeck.engines.events", "specdeck"} <= reachable(graph, "specdeck.tui.app")
+    assert "specdeck.hosts.engine" in graph["specdeck.tui.app"]
+    assert "specdeck.engines.core.requests" in graph["specdeck.tui.settings_screen"]
+    assert {"specdeck.engines.core.events", "specdeck"} <= reachable(graph, "specdeck.tui.app")
     # mlx is found where it is imported on import
-    assert "mlx" in {n.split(".")[0] for n in imported_names(MODULES["specdeck.engines.loading"], True)}
+    assert "mlx" in {n.split(".")[0] for n in imported_names(MODULES["specdeck.engines.models.loading"], True)}
 
 
 def test_importing_every_tui_module_loads_no_mlx() -> None:

@@ -10,8 +10,8 @@ import mlx.core as mx
 import pytest
 from mlx.utils import tree_flatten
 
-from specdeck.engines.errors import ModelError
-from specdeck.engines.loading import ModelStore, check_pair, vocabulary_mismatch, load_tokenizer
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.models.loading import ModelStore, check_pair, vocabulary_mismatch, load_tokenizer
 
 
 def test_a_model_is_loaded_once(tiny_family) -> None:
@@ -80,9 +80,10 @@ class Counter:
 
 
 def test_a_comparison_finds_reads_and_loads_each_model_once(tiny_family, monkeypatch) -> None:
-    from specdeck.engines import compare, loading
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.requests import CompareRequest
+    from specdeck.engines.runs import compare
+    from specdeck.engines.models import loading
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.core.requests import CompareRequest
 
     counters = {name: Counter(getattr(module, name)) for module, name in (
         (loading, "resolve"), (loading, "load_tokenizer"), (compare, "describe_dir"),
@@ -116,9 +117,9 @@ def test_a_comparison_finds_reads_and_loads_each_model_once(tiny_family, monkeyp
 
 
 def test_the_engine_announces_the_target_without_loading_it_again(tiny_family, monkeypatch) -> None:
-    from specdeck.engine_host import EventBatch, RunCommand, RunEnded, TargetLoaded, serve_run
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.requests import CompareRequest
+    from specdeck.hosts.engine import EventBatch, RunCommand, RunEnded, TargetLoaded, serve_run
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.core.requests import CompareRequest
 
     gets = Counter(ModelStore.get)
     monkeypatch.setattr(ModelStore, "get", lambda self, *a, **kw: gets(self, *a, **kw))
@@ -142,8 +143,8 @@ def test_native_dtype_matches_mlx_lm_generate_step_bit_for_bit(tiny_family, tmp_
     from mlx_lm import load
     from mlx_lm.generate import generate_step
 
-    from specdeck.engines.config import DecodeSettings
-    from specdeck.engines.strategies import Models, run_strategy
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.decode.run import Models, run_strategy
 
     half = half_copy(tiny_family["llama_target"], tmp_path / "half")
     store = ModelStore()

@@ -10,8 +10,8 @@ from difflib import SequenceMatcher
 
 import pytest
 
-from session_helpers import plain_trace, session
-from specdeck.diff import diff_sessions, token_opcodes
+from helpers.sessions import plain_trace, session
+from specdeck.sessions.diff import diff_sessions, token_opcodes
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.token_view import TokenView
 from specdeck.testing.pilot import run_async

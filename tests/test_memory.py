@@ -12,14 +12,14 @@ from pathlib import Path
 import orjson
 import pytest
 
-from specdeck.engines.catalog import describe_dir
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.errors import ModelError
-from specdeck.engines.memory import (
+from specdeck.engines.models.catalog import describe_dir
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.measure.memory import (
     KV_STEP, MemoryEstimate, check_headroom, estimate, estimate_comparison, free_memory,
     weight_bytes,
 )
-from specdeck.engines.demo import demo_models
+from specdeck.engines.models.demo import demo_models
 from specdeck.cli import main
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -187,7 +187,7 @@ def test_free_memory_is_read() -> None:
 
 
 def test_too_large_for_memory_refused_under_strict(tiny_family, monkeypatch, capsys) -> None:
-    from specdeck.engines import memory
+    from specdeck.engines.measure import memory
     monkeypatch.setattr(memory, "free_memory", lambda: 100 * 1024)
     args = ["compare", "--headless", "--no-save", "--target", str(tiny_family["llama_target"]),
             "--draft", str(tiny_family["llama_draft"]), "--prompt", PROMPT, "--max-tokens", "8"]

@@ -17,18 +17,18 @@ import mlx.core as mx
 import pytest
 from mlx_lm.models import qwen3_5
 
-from specdeck.engines.compare import load_models
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.errors import ModelError
-from specdeck.engines.events import Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.mtp import load_mtp
-from specdeck.engines.stats import compute_stats
-from specdeck.engines.strategies import Models, run_strategy
-from lossless import lossless_pvalues
+from specdeck.engines.runs.compare import load_models
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.core.events import Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.proposers.mtp import load_mtp
+from specdeck.engines.core.stats import compute_stats
+from specdeck.engines.decode.run import Models, run_strategy
+from helpers.lossless import lossless_pvalues
 from specdeck.cli import main
-from specdeck.session import SCHEMA_PATH
+from specdeck.sessions.session import SCHEMA_PATH
 from specdeck.testing.tiny_models import build_mtp_model
 
 PROMPT = "def add(a, b):\n    return"
@@ -283,12 +283,12 @@ def test_mtp_import_pulls_no_server_gui_or_web_packages(tiny_family) -> None:
     """optiq's package depends on flask, openai, pygame, ddgs...: none may load."""
     script = """
 import json, sys
-from specdeck.engines import mtp
+from specdeck.engines.proposers import mtp
 lazy = "optiq" not in sys.modules
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.events import Round
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.mtp import load_mtp, run_mtp
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.events import Round
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.proposers.mtp import load_mtp, run_mtp
 target = ModelStore().get(sys.argv[1])
 mtp = load_mtp(target)
 settings = DecodeSettings(max_tokens=8, mtp_depth=2, stop_at_eos=False)

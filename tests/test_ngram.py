@@ -8,13 +8,13 @@ from dataclasses import replace
 
 import pytest
 
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.events import Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.ngram import PromptLookup
-from specdeck.engines.stats import compute_stats
-from specdeck.engines.strategies import Models, run_strategy
-from lossless import lossless_pvalues
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.core.events import Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.proposers.ngram import PromptLookup
+from specdeck.engines.core.stats import compute_stats
+from specdeck.engines.decode.run import Models, run_strategy
+from helpers.lossless import lossless_pvalues
 
 PROMPT = "def add(a, b):\n    return"
 #: No three tokens of it recur: nothing to copy.
@@ -124,7 +124,7 @@ def test_a_plain_step_no_lookup_can_follow_is_queued_before_its_token_is_read(
     """As plain decoding does: where lookup cannot match after this round's token, the
     next round's pass is queued before this one's token is read (before ``settle``);
     where it might, not (that round may draft)."""
-    import specdeck.engines.speculative as speculative
+    import specdeck.engines.decode.speculative as speculative
 
     models = Models(store.get(str(tiny_family["llama_target"])))
     log: list[str] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import io
 
-from specdeck.progress_line import ProgressLine
+from specdeck.commands.progress_line import ProgressLine
 
 
 class Terminal(io.StringIO):

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from specdeck.cli import main
-from specdeck.engines.errors import UserError
+from specdeck.engines.core.errors import UserError
 from specdeck.prompts import PROMPTS_DIR, get_prompt, read_prompt, read_prompts
 
 

@@ -15,14 +15,14 @@ import jsonschema
 import orjson
 import pytest
 
-from specdeck.engines.compare import run_compare
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.config import DecodeSettings
+from specdeck.engines.runs.compare import run_compare
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.config import DecodeSettings
 from specdeck.cli import main
-from specdeck.diff import diff_sessions
-from specdeck.session import SCHEMA_PATH, build_document, load_session, save_document
-from session_helpers import MACHINE, config, document, plain_trace, sample_traces
-from specdeck.visible import printable
+from specdeck.sessions.diff import diff_sessions
+from specdeck.sessions.session import SCHEMA_PATH, build_document, load_session, save_document
+from helpers.sessions import MACHINE, config, document, plain_trace, sample_traces
+from specdeck.safe_text.plain import printable
 
 ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def add(a, b):\n    return"
@@ -104,7 +104,7 @@ def test_replay_imports_no_mlx(recorded) -> None:
     assert result.returncode == 0, result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "specdeck.session" in imported  # the listing works
+    assert "specdeck.sessions.session" in imported  # the listing works
     assert not {m for m in imported if m.split(".")[0] in HEAVY}
     assert printable(traces["plain"].text).strip() in result.stdout
 

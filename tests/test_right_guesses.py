@@ -6,10 +6,10 @@ from __future__ import annotations
 import random
 
 import pytest
-from test_draft_length import made_calibration, synthetic
+from helpers.auto import made_calibration, synthetic
 
-from specdeck.engines.draft_length import AdaptiveLength
-from specdeck.engines.right_guesses import ROUNDS, WINDOW, RightGuesses
+from specdeck.engines.auto.draft_length import AdaptiveLength
+from specdeck.engines.auto.right_guesses import ROUNDS, WINDOW, RightGuesses
 
 #: A text that repeats every six tokens, the draft wrong at one of them.
 PERIODIC = [False, True, True, True, True, True]

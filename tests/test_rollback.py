@@ -15,7 +15,7 @@ from mlx_lm.models.cache import (
     RotatingKVCache,
 )
 
-from specdeck.engines.rollback import Rewind, checkpoint, restore, rewind
+from specdeck.engines.decode.rollback import Rewind, checkpoint, restore, rewind
 
 HEADS, DIM = 2, 64
 

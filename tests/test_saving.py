@@ -20,11 +20,13 @@ from pathlib import Path
 import orjson
 import pytest
 
-from session_helpers import document, plain_trace
-from specdeck.atomic_files import STALE_SECONDS, remove_stale_temporaries, write_new
-from specdeck.cli import EXIT_NOT_SAVED, main, write_results
-from specdeck.session import load_session
-from specdeck.session_store import SaveFailed, fallback_dirs, save_session
+from helpers.sessions import document, plain_trace
+from specdeck.engines.core.atomic_files import STALE_SECONDS, remove_stale_temporaries, write_new
+from specdeck.cli import main
+from specdeck.commands.exit_status import EXIT_NOT_SAVED
+from specdeck.commands.options import write_results
+from specdeck.sessions.session import load_session
+from specdeck.sessions.store import SaveFailed, fallback_dirs, save_session
 
 ROOT = Path(__file__).resolve().parent.parent
 TESTS = Path(__file__).resolve().parent
@@ -116,7 +118,7 @@ def test_when_no_place_takes_it_every_place_is_named(tmp_path, monkeypatch) -> N
     blocker = tmp_path / "file"
     blocker.write_text("x")
     monkeypatch.setenv("XDG_STATE_HOME", str(blocker))
-    monkeypatch.setattr("specdeck.session_store.tempfile.gettempdir", lambda: str(blocker))
+    monkeypatch.setattr("specdeck.sessions.store.tempfile.gettempdir", lambda: str(blocker))
     with pytest.raises(SaveFailed) as failed:
         save_session(big_document(10), blocker)
     message = str(failed.value)
@@ -230,8 +232,8 @@ def test_without_hard_links_names_are_still_claimed_exclusively(tmp_path, monkey
 SLOW_SAVER = """
 import os, sys, time
 sys.path.insert(0, sys.argv[2])
-from session_helpers import document, plain_trace
-from specdeck.session_store import save_session
+from helpers.sessions import document, plain_trace
+from specdeck.sessions.store import save_session
 real = os.fsync
 def slow(fd):
     print("saving", flush=True)

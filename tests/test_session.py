@@ -22,12 +22,12 @@ import pytest
 from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.events import Done
-from specdeck import session as session_module
-from specdeck.atomic_files import write_atomic
-from specdeck.diff import diff_sessions
-from specdeck.session import (
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.events import Done
+from specdeck.sessions import session as session_module
+from specdeck.engines.core.atomic_files import write_atomic
+from specdeck.sessions.diff import diff_sessions
+from specdeck.sessions.session import (
     SCHEMA_PATH,
     SCHEMA_VERSION,
     SessionError,
@@ -37,15 +37,15 @@ from specdeck.session import (
     save_document,
     session_from_document,
 )
-from specdeck.session_commands import print_session
-from specdeck.session_store import (
+from specdeck.commands.sessions import print_session
+from specdeck.sessions.store import (
     delete_session,
     list_sessions,
     rename_session,
     save_session,
     session_filename,
 )
-from session_helpers import document, make_trace, plain_trace, sample_traces
+from helpers.sessions import document, make_trace, plain_trace, sample_traces
 
 SCHEMA = json.loads(SCHEMA_PATH.read_text())
 VALIDATOR = jsonschema.Draft202012Validator(SCHEMA)
@@ -62,7 +62,7 @@ def saved(doc: dict) -> dict:
 def test_schema_is_valid_and_shipped_as_package_data() -> None:
     jsonschema.Draft202012Validator.check_schema(SCHEMA)
     pyproject = (Path(__file__).parents[1] / "pyproject.toml").read_text()
-    assert 'specdeck = ["session.schema.json"]' in pyproject
+    assert '"specdeck.sessions" = ["session.schema.json"]' in pyproject
     assert SCHEMA["properties"]["schema_version"] == {"const": SCHEMA_VERSION}
 
 
@@ -84,7 +84,7 @@ def test_the_schema_names_every_statistic() -> None:
     """Each field of engines.stats.Stats (and the speedup beside them) is described."""
     from dataclasses import fields
 
-    from specdeck.engines.stats import Stats
+    from specdeck.engines.core.stats import Stats
 
     described = set(SCHEMA["$defs"]["stats"]["properties"])
     assert {f.name for f in fields(Stats)} | {"speedup_vs_plain"} == described
@@ -380,8 +380,8 @@ KILLED_WRITER = textwrap.dedent(
     import sys
     from pathlib import Path
     sys.path.insert(0, sys.argv[2])
-    from session_helpers import document, plain_trace
-    from specdeck.session import save_document
+    from helpers.sessions import document, plain_trace
+    from specdeck.sessions.session import save_document
     path = Path(sys.argv[1])
     docs = [document({"plain": plain_trace("plain", list(range(n)))}) for n in (3000, 4000)]
     i = 0

@@ -14,16 +14,19 @@ from dataclasses import replace
 
 import pytest
 
-from conftest import FETCHED_CACHE
-from lossless import lossless_pvalues
-from specdeck.engines.compare import encode_prompt
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.demo import demo_models
-from specdeck.engines.events import Trace
-from specdeck.engines.loading import ModelStore
-from specdeck.engines.strategies import Models, run_strategy
+from helpers.lossless import lossless_pvalues
+from specdeck.engines.runs.compare import encode_prompt
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.models.demo import demo_models
+from specdeck.engines.models.families import cache_root
+from specdeck.engines.core.events import Trace
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.decode.run import Models, run_strategy
 from specdeck.prompts import get_prompt
 
+#: Where ``specdeck fetch`` put the fetched families (read at collection, before each test
+#: points the cache at an empty folder).
+FETCHED_CACHE = cache_root()
 FAMILY = demo_models(FETCHED_CACHE / "families" / "smollm2")
 pytestmark = [
     pytest.mark.smollm2,

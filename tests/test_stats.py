@@ -6,12 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from specdeck.engines.config import DecodeSettings, Sampling
-from specdeck.engines.events import Done, Prefill, Round
-from specdeck.engines.stats import (
+from specdeck.engines.core.config import DecodeSettings, Sampling
+from specdeck.engines.core.events import Done, Prefill, Round
+from specdeck.engines.core.stats import (
     StatsAccumulator, compute_stats, plain_step_seconds, priced, speedup,
 )
-from specdeck.session import load_session
+from specdeck.sessions.session import load_session
 
 
 def rnd(i, drafted, accepted, t, draft_s, verify_s, end="correction"):
@@ -194,8 +194,8 @@ def test_the_accumulator_equals_the_definitions_at_every_prefix_of_real_runs() -
 
 def test_the_accumulator_on_sampled_runs_of_the_tiny_models(tiny_family) -> None:
     """Temperature > 0 and a wide k: acceptance varies by position, rounds stop early."""
-    from specdeck.engines.compare import run_compare
-    from specdeck.engines.requests import CompareRequest
+    from specdeck.engines.runs.compare import run_compare
+    from specdeck.engines.core.requests import CompareRequest
 
     result = run_compare(CompareRequest(
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),

@@ -13,12 +13,12 @@ import xml.etree.ElementTree as ET
 import orjson
 import pytest
 
-from specdeck.engines import sweep
-from specdeck.engines.events import Done, Prefill, Round
-from specdeck.engines.stats import compute_stats, median, robust_cv
-from specdeck.engines.requests import CellSpec
-from specdeck.engines.sweep import recommendations, summarise_cell
-from specdeck.chart import series_of, speedup_chart_svg
+from specdeck.engines.runs import sweep
+from specdeck.engines.core.events import Done, Prefill, Round
+from specdeck.engines.core.stats import compute_stats, median, robust_cv
+from specdeck.engines.core.requests import CellSpec
+from specdeck.engines.runs.sweep import recommendations, summarise_cell
+from specdeck.sessions.chart import series_of, speedup_chart_svg
 from specdeck.cli import main
 
 
@@ -131,7 +131,7 @@ def test_sweep_on_tiny_models_writes_json_and_chart(tiny_family, tmp_path, capsy
 def test_a_sweep_loads_its_models_in_the_dtype_named_before_it(
         tiny_family, tmp_path, monkeypatch, capsys) -> None:
     """``specdeck --dtype native sweep`` ran the fast dtype: sweep took no --dtype."""
-    from specdeck.engines.loading import ModelStore
+    from specdeck.engines.models.loading import ModelStore
 
     loaded, get = [], ModelStore.get
 
@@ -176,8 +176,8 @@ def test_sweep_reports_a_mismatch_as_a_correctness_failure(tiny_family, tmp_path
 
 
 def test_a_sweep_without_json_is_saved_with_the_sessions(tmp_path, monkeypatch, capsys) -> None:
-    from specdeck.session import SCHEMA_VERSION
-    from specdeck.sweep_file import load_sweep
+    from specdeck.sessions.session import SCHEMA_VERSION
+    from specdeck.sessions.sweep_file import load_sweep
 
     monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(sweep, "run_sweep", lambda request, **kw: ([], True))

@@ -15,30 +15,18 @@ from pathlib import Path
 import pytest
 from textual.widgets import DataTable
 
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.config import AUTO, DecodeSettings
-from specdeck.engines.events import Done, Round, Trace
-from specdeck.engines.stats import compute_stats
-from specdeck.playback import Schedule
+from specdeck.engines.core.config import AUTO, DecodeSettings
+from specdeck.engines.core.events import Done, Round, Trace
+from specdeck.engines.core.stats import compute_stats
+from specdeck.sessions.playback import Schedule
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.session_browser import SessionBrowser
-from specdeck.visible import printable
+from specdeck.safe_text.plain import printable
 from specdeck.testing.pilot import run_async, screen_text, settle
-
-PROMPT = "def add(a, b):\n    return"
-SIZE = (160, 48)
-
-
-def make_request(family, k: int = 2, max_tokens: int = 40,
-                 strategies: tuple[str, ...] = ("plain", "draft")) -> CompareRequest:
-    return CompareRequest(
-        target=str(family["llama_target"]), draft=str(family["llama_draft"]),
-        strategies=list(strategies), prompt=PROMPT, warmup_tokens=2,
-        settings=DecodeSettings(max_tokens=max_tokens, num_draft_tokens=k, stop_at_eos=False),
-    )
+from helpers.app import SIZE, make_request
 
 
 class GatedClock:
@@ -160,7 +148,7 @@ async def test_an_engine_process_that_dies_ends_its_run_with_an_error(tiny_famil
 
 @run_async
 async def test_quitting_mid_run_keeps_what_the_engine_measured(tiny_family, tmp_path):
-    from specdeck.session import load_session
+    from specdeck.sessions.session import load_session
 
     app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000), sessions_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -425,7 +413,7 @@ async def test_model_error_is_shown_not_raised(tiny_family, tmp_path):
 @run_async
 async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
     """Like `specdeck compare`, the app saves each measured run; a cancelled one as partial."""
-    from specdeck.session import load_session
+    from specdeck.sessions.session import load_session
 
     app = SpecdeckApp(make_request(tiny_family), sessions_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -558,7 +546,7 @@ def test_each_pane_title_names_the_settings_that_define_its_strategy() -> None:
 
 
 def test_the_sessions_list_says_each_setting_once_and_whose_when_two_differ() -> None:
-    from specdeck.session_store import SessionSummary
+    from specdeck.sessions.store import SessionSummary
     from specdeck.tui.session_browser import setup
 
     def column(**settings) -> str:

@@ -16,10 +16,10 @@ from textual.app import App
 from textual.geometry import Region
 from textual.widgets import DataTable, Input
 
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.requests import CompareRequest
-from specdeck.engines.stats import speedup
-from specdeck.session import load_session, save_document
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.stats import speedup
+from specdeck.sessions.session import load_session, save_document
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.commands import STRATEGY_PRESETS, SpecdeckCommands
 from specdeck.tui.help_screen import HelpScreen
@@ -31,7 +31,8 @@ from specdeck.tui.sweep_view import SweepScreen
 from specdeck.tui.token_view import REJECTED_NEWLINE, TokenView
 from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.testing.traces import demo_traces
-from session_helpers import document, sample_traces, sweep_document
+from helpers.sessions import document, sample_traces, sweep_document
+from helpers.app import inside, raced, replay_of, shows
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "sessions" / "examples"
@@ -44,33 +45,6 @@ def live_request(family, strategies=("plain", "draft"), max_tokens: int = 12) ->
         strategies=list(strategies), prompt="def add(a, b):\n    return", warmup_tokens=0,
         settings=DecodeSettings(max_tokens=max_tokens, stop_at_eos=False),
     )
-
-
-def replay_of(path: Path, **kwargs) -> SpecdeckApp:
-    """``specdeck replay PATH``, its race clock standing still."""
-    session = load_session(path)
-    return SpecdeckApp(traces=session.traces, settings=session.settings,
-                       memory_estimates=session.memory_estimates, prompt=session.prompt,
-                       title=session.replay_title, wall_clock=lambda: 0.0, **kwargs)
-
-
-async def raced(app: SpecdeckApp, pilot) -> None:
-    """The replay's race run to its end: every pane shows its whole run."""
-    await until(pilot, lambda: app.playback is not None)
-    app.seek_race(1e9)
-    # The race's next frame finds it finished, and the status line says so.
-    await until(pilot, lambda: app.phase == "raced")
-    await pilot.pause()
-
-
-def inside(app: SpecdeckApp, region: Region) -> list[str]:
-    """The screen's rows within ``region`` (a pane, a dialog), as a person reads them."""
-    rows = screen_text(app).splitlines()
-    return [row[region.x : region.right] for row in rows[region.y : region.bottom]]
-
-
-def shows(lines: list[str], text: str) -> bool:
-    return any(text in line for line in lines)
 
 
 # -- 1. the keyboard after the panes change --------------------------------------------
@@ -188,7 +162,7 @@ async def test_sixteen_positions_of_acceptance_wrap_inside_the_pane():
 
 
 def test_figures_pack_in_order_and_never_past_the_width():
-    from specdeck.engines.stats import compute_stats
+    from specdeck.engines.core.stats import compute_stats
 
     traces = demo_traces()
     stats = compute_stats(traces["draft"].events)

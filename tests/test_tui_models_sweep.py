@@ -12,100 +12,27 @@ from pathlib import Path
 
 import orjson
 import pytest
-from textual.app import App
 from textual.widgets import DataTable, Input
 
 import specdeck.tui.model_picker as model_picker
-from specdeck.engines.catalog import ModelInfo
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.formatting import byte_size
-from specdeck.engines.requests import CompareRequest
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.formatting import byte_size
+from specdeck.engines.core.requests import CompareRequest
 from specdeck.cli import main
-from specdeck.session import load_session
-from specdeck.sweep_file import cell_row, load_sweep
+from specdeck.sessions.session import load_session
+from specdeck.sessions.sweep_file import cell_row, load_sweep
 from specdeck.tui.app import SpecdeckApp
-from specdeck.tui.model_picker import ModelPicker, catalog_dirs
-from specdeck.chart import speedup_chart_svg
+from specdeck.tui.model_picker import catalog_dirs
+from specdeck.sessions.chart import speedup_chart_svg
 from specdeck.tui.speedup_chart import AUTO_LEVEL, BREAK_EVEN, plot_speedups
 from specdeck.tui.sweep_view import SweepApp
-from session_helpers import document, sample_traces, sweep_document
+from helpers.sessions import document, sample_traces, sweep_document
 from specdeck.testing.pilot import run_async, screen_text, settle
 from specdeck.testing.traces import demo_traces
-
-ROOT = Path(__file__).resolve().parent.parent
+from helpers.app import ROOT, SettingsHost, compare_request, open_picker, picker_rows
 
 
 # --- the model picker -----------------------------------------------------------------
-
-
-def fake_model(root: Path, name: str, tokenizer: str | None, parameters: int,
-               source: str = "dir", mtp: bool = False) -> ModelInfo:
-    path = root / name.replace("/", "--")
-    path.mkdir(parents=True, exist_ok=True)
-    (path / "config.json").write_text("{}")
-    return ModelInfo(
-        name=name if source == "hub" else path.name, path=path, source=source,
-        model_type="llama", architecture="LlamaForCausalLM", parameters=parameters,
-        bits=None, group_size=None, dtype="F16", size_on_disk=parameters * 2,
-        hybrid=False, has_mtp_head=mtp, tokenizer=tokenizer, vocab_size=2048,
-    )
-
-
-@pytest.fixture
-def catalog(tmp_path, monkeypatch) -> dict[str, ModelInfo]:
-    """A catalog in no particular order: a target, drafts of several sizes (one from the
-    hub cache), a larger model with the same tokenizer and two it cannot use."""
-    models = {
-        "big": fake_model(tmp_path, "big-same-tok", "aaa111", 900_000_000),
-        "other": fake_model(tmp_path, "other-tok", "bbb222", 1_000_000),
-        "d10": fake_model(tmp_path, "draft-10m", "aaa111", 10_000_000),
-        "target": fake_model(tmp_path, "target", "aaa111", 100_000_000, mtp=True),
-        "hub": fake_model(tmp_path, "org/draft-5m", "aaa111", 5_000_000, source="hub"),
-        "unknown": fake_model(tmp_path, "no-tokenizer", None, 2_000_000),
-        "d1": fake_model(tmp_path, "draft-1m", "aaa111", 1_000_000),
-    }
-    listed, seen = list(models.values()), {}
-
-    def fake_find_models(dirs=(), cache_dir=None, hub=True):
-        seen["dirs"] = list(dirs)
-        return listed
-
-    monkeypatch.setattr(model_picker, "find_models", fake_find_models)
-    models["seen"] = seen
-    return models
-
-
-def picker_rows(screen: ModelPicker) -> list[tuple[str, str]]:
-    table = screen.query_one("#picker-table", DataTable)
-    return [(str(row[0]), str(row[1]))
-            for row in (table.get_row_at(i) for i in range(table.row_count))]
-
-
-class SettingsHost(App[None]):
-    """The settings dialog over an empty app, as the playground opens it."""
-
-    CSS_PATH = ROOT / "tui" / "app.tcss"
-
-    def __init__(self, request) -> None:
-        super().__init__()
-        self.request = request
-
-    def on_mount(self) -> None:
-        from specdeck.tui.settings_screen import SettingsScreen
-
-        self.push_screen(SettingsScreen(self.request))
-
-
-def compare_request(target: Path) -> CompareRequest:
-    return CompareRequest(target=str(target), strategies=["plain", "draft"],
-                           prompt="def add(a, b):", draft=None)
-
-
-async def open_picker(app: App, pilot, role: str) -> ModelPicker:
-    await pilot.click(f"#pick-{role}")
-    await settle(app, pilot)
-    assert isinstance(app.screen, ModelPicker)
-    return app.screen
 
 
 @run_async
@@ -235,8 +162,8 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
 
 @run_async
 async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
-    from specdeck.engines.compare import describe_models, estimate_memory
-    from specdeck.engines.loading import ModelStore
+    from specdeck.engines.runs.compare import describe_models, estimate_memory
+    from specdeck.engines.models.loading import ModelStore
 
     request = CompareRequest(
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
@@ -372,7 +299,7 @@ def test_the_svg_legend_shows_a_hostile_prompt_name_cut_and_literal() -> None:
     whole name in a tooltip; the picture widens for entries up to that long, no more."""
     import xml.etree.ElementTree as ET
 
-    from specdeck.chart import LEGEND_CHARS
+    from specdeck.sessions.chart import LEGEND_CHARS
 
     name = "\x1b]0;pwned\x07" + "x" * 3000
     cells = [{**sweep_document()["cells"][1], "prompt": name, "k": k, "speedup": 1.5}
@@ -455,7 +382,7 @@ def test_replay_headless_prints_a_sweep_without_mlx_or_textual(sweep_file):
     assert result.returncode == 0, result.stderr
     imported = {line.split("|")[-1].strip() for line in result.stderr.splitlines()
                 if line.startswith("import time:")}
-    assert "specdeck.sweep_file" in imported  # the listing works
+    assert "specdeck.sessions.sweep_file" in imported  # the listing works
     assert not {m for m in imported if m.split(".")[0] in ("mlx", "mlx_lm", "optiq", "textual")}
     out = result.stdout
     assert "on Test CPU, Linux 6.1" in out
@@ -485,7 +412,7 @@ def test_a_bad_sweep_ends_in_one_line(tmp_path, capsys, change, needle):
 
 def test_diff_of_two_sweeps_lines_up_cells(sweep_file, tmp_path, capsys):
     """The same grid measured twice (another machine, model or version), cell by cell."""
-    from specdeck.sweep_file import diff_sweeps
+    from specdeck.sessions.sweep_file import diff_sweeps
 
     assert main(["diff", str(sweep_file)]) == 2
     assert "a sweep is compared with another sweep" in capsys.readouterr().err
@@ -533,7 +460,7 @@ async def test_picking_a_family_target_fills_its_draft(tiny_family, tmp_path, mo
     shutil.copytree(tiny_family["llama_target"], root / "target")
     shutil.copytree(tiny_family["llama_draft"], root / "draft")
     monkeypatch.setenv("SPECDECK_CACHE_DIR", str(tmp_path / "cache"))
-    from specdeck.engines import catalog
+    from specdeck.engines.models import catalog
 
     # The families and the settings' folders only: not this machine's Hugging Face cache.
     monkeypatch.setattr(model_picker, "find_models",

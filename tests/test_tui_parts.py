@@ -10,20 +10,20 @@ from dataclasses import replace
 import pytest
 from textual.app import App
 
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.errors import SettingsError
-from specdeck.engines.events import Done, Prefill, Round, Trace
-from specdeck.engines.requests import CompareRequest
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.events import Done, Prefill, Round, Trace
+from specdeck.engines.core.requests import CompareRequest
 from specdeck.prompts import DEFAULT_PROMPT, get_prompt, load_prompts, parse_prompt
-from specdeck.batcher import EventBatcher
-from specdeck.engines.formatting import ordinal
-from specdeck.playback import Playback, Schedule, finish_places, next_speed, stretch_for
+from specdeck.hosts.batcher import EventBatcher
+from specdeck.engines.core.formatting import ordinal
+from specdeck.sessions.playback import Playback, Schedule, finish_places, next_speed, stretch_for
 from specdeck.tui.fixed_text import FixedText
 from specdeck.tui.inspector import describe_rollback, explain_round, show_token, verdict
 from specdeck.tui.jump_screen import parse_round
 from specdeck.tui.stats_strip import RoundSeries
 from specdeck.tui.token_view import TokenView, round_tokens
-from specdeck.visible import marked, printable
+from specdeck.safe_text.plain import marked, printable
 from specdeck.testing.pilot import run_async
 from specdeck.testing.traces import demo_traces
 
@@ -190,19 +190,20 @@ def test_settings_form_builds_a_validated_request(tmp_path):
 
 
 def test_cli_without_demo_models_says_what_to_pass(tmp_path, monkeypatch, capsys):
-    from specdeck.engines import demo
+    from specdeck.engines.models import demo
     from specdeck import cli
+    from specdeck.commands.exit_status import EXIT_USAGE
 
     missing = tmp_path / "no-demo"
     original = demo.require_demo_models
     monkeypatch.setattr(demo, "require_demo_models", lambda root=missing: original(root))
-    assert cli.main([]) == cli.EXIT_USAGE
+    assert cli.main([]) == EXIT_USAGE
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and "--target PATH" in err and str(missing) in err
     # A missing model is refused before the app takes the screen.
     code = cli.main(["compare", "--target", str(tmp_path / "nope"), "--prompt", "hi",
                      "--strategies", "plain"])
-    assert code == cli.EXIT_USAGE and "model not found" in capsys.readouterr().err
+    assert code == EXIT_USAGE and "model not found" in capsys.readouterr().err
 
 
 def one_view_app(width: int, height: int):
@@ -355,7 +356,7 @@ def test_the_sparkline_series_stays_short_and_keeps_each_spans_maximum():
 def test_a_toast_still_on_screen_is_not_stacked_again(monkeypatch) -> None:
     """b held at round 1: one "round 1 is the first", not a screenful; another message
     shows at once, and the same one again once the first has left the screen."""
-    from specdeck.tui import safe_text
+    from specdeck.safe_text import tui as safe_text
 
     class Shown:
         NOTIFICATION_TIMEOUT = 5.0

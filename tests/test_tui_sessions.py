@@ -14,8 +14,8 @@ import pytest
 from rich.console import Console
 from textual.widgets import DataTable, Input, Label, Static
 
-from specdeck.session import save_document
-from session_helpers import document, make_trace, plain_trace, sample_traces
+from specdeck.sessions.session import save_document
+from helpers.sessions import document, make_trace, plain_trace, sample_traces
 from specdeck.tui.app import LiveSource, ReplaySource, SpecdeckApp
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
@@ -265,8 +265,8 @@ async def test_diff_of_two_panes_of_the_current_run():
 
 
 def test_long_equal_stretches_are_cut_to_context():
-    from specdeck.diff import diff_sessions
-    from session_helpers import session
+    from specdeck.sessions.diff import diff_sessions
+    from helpers.sessions import session
 
     a = list(range(100, 160))
     b = a[:30] + [7] + a[31:]
@@ -285,8 +285,8 @@ def test_long_equal_stretches_are_cut_to_context():
 
 @run_async
 async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, tmp_path):
-    from specdeck.engines.requests import CompareRequest
-    from specdeck.engines.config import DecodeSettings
+    from specdeck.engines.core.requests import CompareRequest
+    from specdeck.engines.core.config import DecodeSettings
 
     # A target that is not there: the live run fails at once, without loading a model.
     request = CompareRequest(target=str(tmp_path / "no-model"), strategies=["plain", "ngram"],

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import textual
 
-from specdeck.engines.config import DecodeSettings
+from specdeck.engines.core.config import DecodeSettings
 from specdeck.tui.app import SpecdeckApp
 from specdeck.testing.pilot import run_async
 from specdeck.testing.traces import demo_traces

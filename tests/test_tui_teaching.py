@@ -14,10 +14,10 @@ import pytest
 from textual.containers import VerticalScroll
 from textual.widgets import Input
 
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.formatting import percent, times
-from specdeck.engines.requests import CompareRequest
-from specdeck.session import load_session
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.formatting import percent, times
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.sessions.session import load_session
 from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.cost_view import CostScreen
@@ -259,7 +259,7 @@ def test_the_cost_view_marks_the_row_a_run_ran() -> None:
     """A fixed k's run ran its deepest row ("this run"); one whose k auto chose round by
     round ran no one row, so its deepest is marked as that, not as the run, and the
     longest marks still fit the row's width."""
-    from specdeck.engines.cost_model import CostModel
+    from specdeck.engines.core.cost_model import CostModel
     from specdeck.tui.cost_view import position_rows
 
     model = CostModel((0.9, 0.8, 0.7), 3.0, 0.02, 1.1)
@@ -274,7 +274,7 @@ def test_the_cost_view_of_a_run_mostly_at_plain_steps() -> None:
     its plain steps a little faster than plain's own: its speedup counts the plain steps
     in (above 1x), so the words say what the drafting rounds alone run, that no k pays,
     and, as auto chose the k, that a fixed k (not ]) measures deeper."""
-    from specdeck.engines.cost_model import CostModel
+    from specdeck.engines.core.cost_model import CostModel
     from specdeck.tui.cost_view import position_words, summary
 
     model = CostModel((0.0,), 1.0, 0.21, 1.18, idle_share=0.9, idle_pass=0.88)
@@ -350,8 +350,8 @@ def test_the_glossary_says_when_survival_by_position_can_only_fall() -> None:
     """Each position counts only the rounds that drafted that far: with one k for every
     round the survival falls, with rounds of different lengths (auto k, chain, prompt
     lookup) it can rise, which the glossary said it could not."""
-    from specdeck.engines.stats import compute_stats
-    from session_helpers import make_trace
+    from specdeck.engines.core.stats import compute_stats
+    from helpers.sessions import make_trace
 
     def survival(rounds) -> list[float]:
         return compute_stats(make_trace("draft", rounds).events).acceptance_by_position

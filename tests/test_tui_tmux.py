@@ -148,8 +148,8 @@ def test_a_hostile_session_sends_no_escape_to_the_terminal(tmp_path):
     """OSC 0 (title), OSC 52 (clipboard) and ESC [2J (clear) in a session's file name,
     prompt, pieces and errors: tmux keeps its own title and clipboard, and the screen
     shows the escapes as symbols, in the panes, the inspector and the session browser."""
-    from hostile import CLEAR, OSC0, OSC52, QUIT, hostile_document
-    from specdeck.session import save_document
+    from helpers.hostile import CLEAR, OSC0, OSC52, QUIT, hostile_document
+    from specdeck.sessions.session import save_document
 
     text = f"{OSC0}{OSC52}{QUIT}{CLEAR}end"
     path = tmp_path / f"{OSC0}run.json"

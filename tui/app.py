@@ -1,10 +1,10 @@
 """The playground app: one pane per strategy, live runs, races, stepping and inspection.
 
-Live, an engine process (``specdeck.engine_host``) runs ``engines.compare.run_compare``
+Live, an engine process (``specdeck.hosts.engine``) runs ``engines.compare.run_compare``
 (strategies one after another, each warmed up) and streams batched events; panes show
 them as they come, and rendering them cannot slow the run being measured. When the
 comparison is measured, ``g`` races the panes: each replays from its own t = 0 on one
-clock (``specdeck.playback``), so the eye sees the true relative speed. A saved session
+clock (``specdeck.sessions.playback``), so the eye sees the true relative speed. A saved session
 opens straight into the race. Pausing freezes what the panes show (a live run goes on
 being measured in the background, so its timing stays fair); ``n`` steps the focused pane
 one round at a time and the inspector explains that round.
@@ -31,22 +31,22 @@ from textual.screen import Screen
 from textual.timer import Timer
 from textual.widgets import Header
 
-from specdeck.engines.catalog import token_decoder
-from specdeck.engines.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
-from specdeck.engines.events import Done, Event, Trace
-from specdeck.engines.formatting import duration, ordinal, percent, plural
-from specdeck.engines.stats import cost_model, plain_step_seconds, speedup, spread
-from specdeck.engines.machine import blas_library
-from specdeck.engines.requests import CompareRequest
-from specdeck.diff import diff_sessions
-from specdeck.engine_host import (
+from specdeck.engines.models.catalog import token_decoder
+from specdeck.engines.core.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
+from specdeck.engines.core.events import Done, Event, Trace
+from specdeck.engines.core.formatting import duration, ordinal, percent, plural
+from specdeck.engines.core.stats import cost_model, plain_step_seconds, speedup, spread
+from specdeck.engines.measure.machine import blas_library
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.sessions.diff import diff_sessions
+from specdeck.hosts.engine import (
     EngineSilent, EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded,
     TargetLoaded, ThreadHost,
 )
-from specdeck.group_host import GroupHost, group_size
-from specdeck.playback import Playback, Schedule, finish_places, next_speed, stretch_for
-from specdeck.session import SCHEMA_VERSION, Session
-from specdeck.session_store import default_sessions_dir, why_not
+from specdeck.hosts.group import GroupHost, group_size
+from specdeck.sessions.playback import Playback, Schedule, finish_places, next_speed, stretch_for
+from specdeck.sessions.session import SCHEMA_VERSION, Session
+from specdeck.sessions.store import default_sessions_dir, why_not
 from specdeck.tui.commands import SpecdeckCommands
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
@@ -60,12 +60,12 @@ from specdeck.tui.legend import Legend
 from specdeck.tui.messages import DecoderRead, FromEngine
 from specdeck.tui.pane import Panes, StrategyPane, pane_detail
 from specdeck.tui.prompt_line import PromptLine
-from specdeck.tui.safe_text import LiteralNotify
+from specdeck.safe_text.tui import LiteralNotify
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.terminal import require_terminal
 from specdeck.tui.token_view import TokenView
-from specdeck.visible import visible
+from specdeck.safe_text.plain import visible
 
 #: Race frames per second.
 RACE_FPS = 30
@@ -253,7 +253,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
     phase: reactive[Phase] = reactive(Phase.IDLE, init=False)
     #: The panes hold still (a live run goes on being measured) and ``n`` steps them.
     paused: reactive[bool] = reactive(False, init=False)
-    #: Race speed (``specdeck.playback.SPEEDS``).
+    #: Race speed (``specdeck.sessions.playback.SPEEDS``).
     speed: reactive[float] = reactive(1.0, init=False)
     show_rejected: reactive[bool] = reactive(True, init=False)
     #: Scrolling one pane scrolls the others to the same token position.

@@ -12,9 +12,9 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widget import Widget
 
-from specdeck.engines.cost_model import CostModel
-from specdeck.engines.formatting import MISSING, duration, percent, times
-from specdeck.engines.stats import (
+from specdeck.engines.core.cost_model import CostModel
+from specdeck.engines.core.formatting import MISSING, duration, percent, times
+from specdeck.engines.core.stats import (
     Stats, cost_model, plain_step_seconds, speedup, speedup_noise, spread, within_noise,
 )
 

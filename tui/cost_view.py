@@ -21,9 +21,9 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from specdeck.engines.cost_model import BASELINE_WORDS, CostModel
-from specdeck.engines.formatting import percent, plural, times
-from specdeck.literal import literal
+from specdeck.engines.core.cost_model import BASELINE_WORDS, CostModel
+from specdeck.engines.core.formatting import percent, plural, times
+from specdeck.safe_text.rich_text import literal
 from specdeck.tui.speedup_chart import SpeedupChart
 
 #: Eighths of a cell, for bars with a smooth end.

@@ -1,6 +1,6 @@
 """The diff screen: two runs (two sessions, or two panes of one) lined up in the app.
 
-It renders a ``specdeck.diff.DiffReport``, the same data ``specdeck diff`` prints: a
+It renders a ``specdeck.sessions.diff.DiffReport``, the same data ``specdeck diff`` prints: a
 verdict per pair (identical, or the first token where the outputs part), the token-level
 diff inline, the settings and machine values that differ, and every statistic side by
 side with its ratio. Deleted and inserted tokens are component classes (``diff--deleted``,
@@ -19,11 +19,11 @@ from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Static
 
-from specdeck.engines.events import Trace
-from specdeck.engines.formatting import plural, setting_text, stats_table
-from specdeck.diff import DiffReport, PaneDiff
-from specdeck.literal import literal
-from specdeck.visible import printable
+from specdeck.engines.core.events import Trace
+from specdeck.engines.core.formatting import plural, setting_text, stats_table
+from specdeck.sessions.diff import DiffReport, PaneDiff
+from specdeck.safe_text.rich_text import literal
+from specdeck.safe_text.plain import printable
 from specdeck.tui.fitting_footer import FittingFooter
 
 #: Equal tokens kept on each side of an edit; longer equal stretches are cut short.

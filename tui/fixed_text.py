@@ -17,7 +17,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from specdeck.visible import printable
+from specdeck.safe_text.plain import printable
 
 #: Between the text and a tail on the same line.
 TAIL_GAP = "   "

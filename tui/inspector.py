@@ -22,11 +22,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from specdeck.engines.draft_length import choice_words, guess_words
-from specdeck.engines.events import DRAFTER_WORDS, Round
-from specdeck.engines.formatting import MISSING, plural
-from specdeck.literal import literal
-from specdeck.visible import marked
+from specdeck.engines.auto.draft_length import choice_words, guess_words
+from specdeck.engines.core.events import DRAFTER_WORDS, Round
+from specdeck.engines.core.formatting import MISSING, plural
+from specdeck.safe_text.rich_text import literal
+from specdeck.safe_text.plain import marked
 
 #: Characters of a token shown in the inspector: a model may emit a megabyte in one piece.
 SHOWN_CHARS = 80

@@ -14,7 +14,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Input, Label, Static
 
-from specdeck.literal import literal
+from specdeck.safe_text.rich_text import literal
 
 
 def parse_round(text: str, total: int) -> int:

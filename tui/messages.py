@@ -7,7 +7,7 @@ from typing import Callable
 
 from textual.message import Message
 
-from specdeck.engine_host import EngineMessage
+from specdeck.hosts.engine import EngineMessage
 
 
 class FromEngine(Message):

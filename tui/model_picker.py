@@ -26,12 +26,12 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Static
 
-from specdeck.engines.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
-from specdeck.engines.draft_ranking import DraftRanking, RankedDraft, load_ranking
-from specdeck.engines.errors import ModelError
-from specdeck.engines.families import family_roots, member_of
-from specdeck.engines.formatting import byte_size, parameters_text, plural, quant_text, times
-from specdeck.literal import literal
+from specdeck.engines.models.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
+from specdeck.engines.measure.draft_ranking import DraftRanking, RankedDraft, load_ranking
+from specdeck.engines.core.errors import ModelError
+from specdeck.engines.models.families import family_roots, member_of
+from specdeck.engines.core.formatting import byte_size, parameters_text, plural, quant_text, times
+from specdeck.safe_text.rich_text import literal
 
 #: The settings fields the picker fills, and what they are called in its title.
 ROLES = {"target": "target model", "draft": "draft model", "mtp_model": "MTP model"}

@@ -17,10 +17,10 @@ from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.message import Message
 
-from specdeck.engines.config import DecodeSettings
-from specdeck.engines.events import Done, Event, Round
-from specdeck.engines.stats import Stats
-from specdeck.literal import literal
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.events import Done, Event, Round
+from specdeck.engines.core.stats import Stats
+from specdeck.safe_text.rich_text import literal
 from specdeck.tui.cost_strip import CostStrip
 from specdeck.tui.stats_strip import StatsStrip
 from specdeck.tui.token_view import TokenView, round_tokens

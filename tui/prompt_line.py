@@ -6,8 +6,8 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
-from specdeck.engines.formatting import plural
-from specdeck.literal import literal
+from specdeck.engines.core.formatting import plural
+from specdeck.safe_text.rich_text import literal
 
 #: Lines of the prompt shown expanded, and characters of each (a line may be megabytes).
 EXPANDED_LINES = 8

@@ -1,7 +1,7 @@
 """The session browser: every saved run in the sessions directory, newest first, with a
 preview; open one in the panes, rename it, delete it, or diff it with another.
 
-The file operations are ``specdeck.session_store``'s and the diff is ``specdeck.diff``'s;
+The file operations are ``specdeck.sessions.store``'s and the diff is ``specdeck.sessions.diff``'s;
 this screen only puts a face on them. Nothing here needs mlx, so it works in a replay on
 any machine.
 """
@@ -23,11 +23,11 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, DataTable, Input, Label, Static
 
-from specdeck.diff import DiffError, diff_sessions
-from specdeck.literal import literal
-from specdeck.session import SessionError, load_session
-from specdeck.engines.formatting import byte_size, format_stat, plural
-from specdeck.session_store import (
+from specdeck.sessions.diff import DiffError, diff_sessions
+from specdeck.safe_text.rich_text import literal
+from specdeck.sessions.session import SessionError, load_session
+from specdeck.engines.core.formatting import byte_size, format_stat, plural
+from specdeck.sessions.store import (
     SessionSummary,
     delete_session,
     examples_dir,
@@ -37,7 +37,7 @@ from specdeck.session_store import (
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.pane import pane_detail
 from specdeck.tui.sweep_view import SweepScreen
-from specdeck.tui.safe_text import ControlPictures
+from specdeck.safe_text.tui import ControlPictures
 from specdeck.tui.fitting_footer import FittingFooter
 
 #: Prompt lines shown in the preview, and characters of each (a line may be megabytes).

@@ -16,15 +16,15 @@ from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
-from specdeck.engines.config import field_default, parse_draft_count
-from specdeck.engines.errors import SettingsError
-from specdeck.engines.families import member_of
-from specdeck.engines.requests import CompareRequest, GroupSpec
-from specdeck.literal import literal
+from specdeck.engines.core.config import field_default, parse_draft_count
+from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.models.families import member_of
+from specdeck.engines.core.requests import CompareRequest, GroupSpec
+from specdeck.safe_text.rich_text import literal
 from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
-from specdeck.tui.safe_text import ControlPictures
-from specdeck.visible import pictured
+from specdeck.safe_text.tui import ControlPictures
+from specdeck.safe_text.plain import pictured
 from specdeck.tui.fitting_footer import FittingFooter
 
 #: Form fields: (id, label, how to read it).

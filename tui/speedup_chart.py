@@ -3,7 +3,7 @@ one line per prompt and strategy, with the break-even line at 1.0.
 
 Drawn here in Braille dots (2 x 4 per character cell) rather than with a plotting
 library: the chart is a few lines of a fixed shape, and it shares its series
-(``specdeck.chart.series_of``), ranges (``Axes``: log2 x, 0.25 y steps) and colours with
+(``specdeck.sessions.chart.series_of``), ranges (``Axes``: log2 x, 0.25 y steps) and colours with
 the SVG that ``specdeck sweep`` writes. Measured points carry a marker per series, so
 lines stay apart without colour; ``auto`` (no k of its own) is a dotted level across the
 plot, in its series' colour, marked ``a`` at its leftmost cell no series drew.
@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from rich.text import Text
 from textual.widget import Widget
 
-from specdeck.chart import COLOURS, Axes, colour_index
-from specdeck.visible import visible
+from specdeck.sessions.chart import COLOURS, Axes, colour_index
+from specdeck.safe_text.plain import visible
 
 #: One marker per series (cycled), drawn on each measured point.
 MARKERS = "●■▲◆✚★○□△◇"
@@ -136,7 +136,7 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
 
 
 class SpeedupChart(Widget):
-    """A chart of speedup series (a sweep's cells: ``specdeck.chart.series_of``), sized
+    """A chart of speedup series (a sweep's cells: ``specdeck.sessions.chart.series_of``), sized
     to the widget (the legend below it)."""
 
     DEFAULT_CSS = "SpeedupChart { height: auto; }"

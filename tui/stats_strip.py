@@ -16,11 +16,11 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.widgets import Sparkline
 
-from specdeck.engines.events import Event, Round
-from specdeck.engines.formatting import (
+from specdeck.engines.core.events import Event, Round
+from specdeck.engines.core.formatting import (
     MISSING, byte_size, duration, percent, plural, rate, times,
 )
-from specdeck.engines.stats import Stats, StatsAccumulator, speedup
+from specdeck.engines.core.stats import Stats, StatsAccumulator, speedup
 from specdeck.tui.fixed_text import FixedText
 
 

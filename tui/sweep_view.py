@@ -2,7 +2,7 @@
 
 Opened by ``specdeck replay SWEEP.json`` (as its own small app) or pushed over the
 playground. It shows what ``specdeck sweep`` printed and drew, from the file alone: the
-rows come from ``specdeck.sweep_file.cell_row``, the chart from the same series as the
+rows come from ``specdeck.sessions.sweep_file.cell_row``, the chart from the same series as the
 SVG.
 """
 
@@ -14,13 +14,13 @@ from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Header, Static
 
-from specdeck.chart import auto_levels, series_of
-from specdeck.literal import literal
-from specdeck.sweep_file import COLUMNS, Sweep, cell_row, why_lines
-from specdeck.tui.safe_text import LiteralNotify
+from specdeck.sessions.chart import auto_levels, series_of
+from specdeck.safe_text.rich_text import literal
+from specdeck.sessions.sweep_file import COLUMNS, Sweep, cell_row, why_lines
+from specdeck.safe_text.tui import LiteralNotify
 from specdeck.tui.speedup_chart import SpeedupChart
 from specdeck.tui.terminal import require_terminal
-from specdeck.visible import visible
+from specdeck.safe_text.plain import visible
 from specdeck.tui.fitting_footer import FittingFooter
 
 
@@ -86,7 +86,7 @@ class SweepApp(LiteralNotify, App[None]):
 
 
 def run_sweep_view(sweep: Sweep) -> None:
-    """Open a loaded sweep (``specdeck.sweep_file.load_sweep``) in the terminal (refused
+    """Open a loaded sweep (``specdeck.sessions.sweep_file.load_sweep``) in the terminal (refused
     without one: ``require_terminal``)."""
     require_terminal()
     SweepApp(sweep).run()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import sys
 
-from specdeck.engines.errors import UserError
+from specdeck.engines.core.errors import UserError
 
 
 def require_terminal() -> None:

@@ -23,8 +23,8 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 from textual.widget import Widget
 
-from specdeck.engines.events import Round
-from specdeck.visible import printable
+from specdeck.engines.core.events import Round
+from specdeck.safe_text.plain import printable
 
 #: Token kinds, in legend order. ``target``: plain decoding's own token. ``copied``: in a
 #: ``chain`` pane, an accepted draft that prompt lookup proposed (``accepted`` there is one

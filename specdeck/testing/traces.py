@@ -7,7 +7,7 @@ peak memory are fixed numbers: nothing is measured, so snapshots are determinist
 
 from __future__ import annotations
 
-from specdeck.engines.events import Done, Prefill, Round, Trace
+from specdeck.engines.core.events import Done, Prefill, Round, Trace
 
 TEXT = (
     "def add(a: float, b: float) -> float:\n"

@@ -1,0 +1,178 @@
+"""Run settings shared by every strategy, validated once with messages a user can act on.
+
+Plain dataclasses without mlx, so sessions can carry them to machines without it.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import MISSING, asdict, dataclass, field, fields
+from typing import Any, Literal, Union
+
+from specdeck.engines.core.errors import SettingsError
+
+STRATEGIES = ("plain", "draft", "mtp", "ngram", "chain")
+#: Who drafts for each speculative strategy (``chain``: prompt lookup, then a draft
+#: model or, without one, an MTP head).
+DRAFTERS = {"draft": ("draft",), "mtp": ("mtp",), "ngram": ("ngram",),
+            "chain": ("ngram", "draft", "mtp")}
+
+#: A draft length a controller picks round by round (``engines.draft_length``) instead
+#: of a fixed k: ``-k auto``, ``--depth auto``, ``--ngram-k auto``.
+AUTO = "auto"
+#: Drafts per round: a fixed count, or ``AUTO``.
+DraftCount = Union[int, Literal["auto"]]
+
+#: How weights are kept once loaded: ``fast`` casts half precision to float32 on the CPU
+#: backend (``loading.prefer_fast_dtype``); ``native`` keeps them as stored, as ``mlx_lm
+#: generate`` does, so that outputs match it bit for bit.
+DTYPES = ("fast", "native")
+
+MAX_DRAFT_TOKENS = 16
+MAX_MTP_DEPTH = 8
+#: The target's top alternatives recorded per position: enough to explain a choice; each
+#: one is stored for every position of the session.
+MAX_ALTERNATIVES = 64
+#: Seeds are mlx's: unsigned 64-bit.
+SEEDS = range(2**64)
+
+#: The JSON types each annotated field type accepts (exactly: true is not a number).
+_JSON_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,),
+               "int | None": (int, type(None)), "DraftCount": (int, str)}
+
+
+def field_default(cls: type, name: str) -> Any:
+    """A dataclass field's default: the command line's options read theirs from the
+    dataclasses they fill, so each default is written once."""
+    f = next(f for f in fields(cls) if f.name == name)
+    return f.default_factory() if f.default is MISSING else f.default  # type: ignore[misc]
+
+
+def _from_dict(cls: type, data: Any) -> Any:
+    """A settings dataclass from its ``to_dict`` form as a file records it (untrusted): the
+    fields present, each of its type, else their defaults; None when ``data`` is not
+    such a record."""
+    if type(data) is not dict:
+        return None
+    values = {}
+    for f in fields(cls):
+        if f.name not in data:
+            continue
+        value = data[f.name]
+        if f.type == "Sampling":
+            value = Sampling.from_dict(value)
+            if value is None:
+                return None
+        elif type(value) not in _JSON_TYPES[f.type] or (type(value) is str and value != AUTO):
+            return None
+        values[f.name] = value
+    return cls(**values)
+
+
+def parse_draft_count(text: str) -> DraftCount:
+    """``auto`` or a whole number, as typed on a command line or in a form; ValueError
+    otherwise."""
+    text = text.strip()
+    return AUTO if text.lower() == AUTO else int(text)
+
+
+def _check_count(value: DraftCount, most: int, what: str) -> None:
+    if value == AUTO:
+        return
+    if type(value) is not int or not 1 <= value <= most:
+        raise SettingsError(f"{what} must be between 1 and {most}, or auto (got {value!r})")
+
+
+@dataclass(frozen=True, slots=True)
+class Sampling:
+    """How the next token is chosen. Temperature 0 is greedy (argmax)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    min_p: float = 0.0
+    seed: int = 0
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Sampling | None:
+        return _from_dict(cls, data)
+
+    def validate(self) -> None:
+        if not 0.0 <= self.temperature < math.inf:
+            raise SettingsError(f"temperature must be a number >= 0 (got {self.temperature})")
+        if not 0.0 < self.top_p <= 1.0:
+            raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p})")
+        if self.top_k < 0:
+            raise SettingsError(f"top-k must be >= 0, 0 meaning off (got {self.top_k})")
+        if not 0.0 <= self.min_p < 1.0:
+            raise SettingsError(f"min-p must be in [0, 1) (got {self.min_p})")
+        if self.seed not in SEEDS:
+            raise SettingsError(f"the seed must be from 0 to 2**64 - 1 (got {self.seed})")
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeSettings:
+    """Everything about a run except the models and the prompt."""
+
+    max_tokens: int = 256
+    sampling: Sampling = field(default_factory=Sampling)
+    #: Drafts per round for the ``draft`` strategy (k), or ``auto``.
+    num_draft_tokens: DraftCount = 2
+    #: Drafts per cycle for the ``mtp`` strategy, or ``auto``.
+    mtp_depth: DraftCount = 1
+    #: Match length for the ``ngram`` strategy, and its maximum drafts per round (or
+    #: ``auto``).
+    ngram_n: int = 3
+    ngram_k: DraftCount = 4
+    #: How many of the target's top alternatives to record per verified position (0: none).
+    alternatives: int = 0
+    #: Stop at the end-of-sequence token (benchmarks turn this off for fixed lengths).
+    stop_at_eos: bool = True
+    prefill_step_size: int = 512
+    #: Bound the KV cache to this many tokens (a rotating window); None: unbounded.
+    max_kv_size: int | None = None
+
+    def validate(self) -> None:
+        self.sampling.validate()
+        if self.max_tokens < 1:
+            raise SettingsError(f"max tokens must be >= 1 (got {self.max_tokens})")
+        _check_count(self.num_draft_tokens, MAX_DRAFT_TOKENS, "draft tokens (-k)")
+        _check_count(self.mtp_depth, MAX_MTP_DEPTH, "MTP depth")
+        if self.ngram_n < 1:
+            raise SettingsError(f"n-gram match length must be >= 1 (got {self.ngram_n})")
+        _check_count(self.ngram_k, MAX_DRAFT_TOKENS, "n-gram drafts")
+        if not 0 <= self.alternatives <= MAX_ALTERNATIVES:
+            raise SettingsError(
+                f"alternatives must be from 0 to {MAX_ALTERNATIVES} (got {self.alternatives})")
+        if self.prefill_step_size < 1:
+            raise SettingsError("prefill step size must be >= 1")
+        if self.max_kv_size is not None and self.max_kv_size < 8:
+            raise SettingsError(f"max KV size must be >= 8 (got {self.max_kv_size})")
+
+    def draft_count(self, drafter: str) -> DraftCount:
+        """The setting of a drafter (``draft``, ``mtp``, ``ngram``): k or ``auto``."""
+        return {"draft": self.num_draft_tokens, "mtp": self.mtp_depth,
+                "ngram": self.ngram_k}[drafter]
+
+    def max_drafts(self, strategy: str) -> int:
+        """The most drafts one round of ``strategy`` proposes (plain: none; ``auto``:
+        the most its controller may choose; ``chain``: the most of its drafters')."""
+        return max((self._most(drafter) for drafter in DRAFTERS.get(strategy, ())), default=0)
+
+    def _most(self, drafter: str) -> int:
+        count = self.draft_count(drafter)
+        if count != AUTO:
+            return count
+        return MAX_MTP_DEPTH if drafter == "mtp" else MAX_DRAFT_TOKENS
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Any) -> DecodeSettings | None:
+        """Settings as a session records them (``to_dict``); None when they are not."""
+        return _from_dict(cls, data)

@@ -1,0 +1,310 @@
+"""The draft-and-verify loop shared by every speculative strategy.
+
+A *proposer* (an external draft model, an MTP head, prompt lookup) suggests tokens; the
+target checks them all in one forward pass; the acceptance rule of ``sampling.py``
+decides; the target's cache is rewound exactly (``rollback.py``) and the proposer settles
+its own state. Every step of that is recorded in the Round event, rejected drafts
+included, which is what mlx-lm's ``speculative_generate_step`` cannot show.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterator, Mapping, Protocol, Sequence
+
+import mlx.core as mx
+from mlx_lm.generate import generation_stream
+from mlx_lm.models.cache import make_prompt_cache
+
+from specdeck.engines.decode.capture import CapturedPass, commit_prefix, forward_captured, supports_capture
+from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.decode.shared import (
+    CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, forward_hidden, prefill_event, wired_limit,
+)
+from specdeck.engines.auto.draft_length import (
+    AdaptiveLength, DraftLength, LearnsFromGuesses, LengthChoice,
+)
+from specdeck.engines.core.events import EndKind, Event, Round
+from specdeck.engines.models.loading import LoadedModel
+from specdeck.engines.decode.rollback import Checkpoint, Rewind, checkpoint, rewind
+from specdeck.engines.decode.sampling import (
+    KeyStream, Verdict, judge_drafts, leading_run, sampling_logprobs, top_alternatives,
+)
+
+
+@dataclass(slots=True)
+class _Pass:
+    """A verify pass queued: the target's sampling log-probs (1 + k, V), its hidden states
+    when the proposer wants them, the states it captured (hybrid targets), the cache's
+    checkpoint before it (else), and the verdict on the drafts."""
+
+    lp: mx.array
+    hidden: mx.array | None
+    captured: CapturedPass | None
+    point: Checkpoint | None
+    verdict: Verdict
+
+
+class Proposer(Protocol):
+    """Where drafts come from."""
+
+    def drafter(self) -> str:
+        """Who drafts the next round (``draft``, ``mtp``, ``ngram``): the key of its
+        draft length policy and what the round records as its proposer."""
+        ...
+
+    #: Whether ``settle`` needs the target's final hidden states from the verify pass
+    #: (an MTP head drafts from them); the verify pass then runs trunk and output layer
+    #: as two halves of one forward pass.
+    wants_hidden: bool
+
+    #: The drafter whose greedy guesses ``guesses`` can judge (``draft``), or None.
+    guesser: str | None
+
+    def companions(self) -> list[tuple[Any, Sequence[Any]]]:
+        """Models (with their caches) to prefill alongside the target."""
+        ...
+
+    def begin(self, prompt: list[int], rest: mx.array) -> None:
+        """The prompt was prefilled; ``rest`` is the one prompt token not yet fed."""
+        ...
+
+    def may_draft(self, counts: Mapping[str, int]) -> bool:
+        """Whether the round after one that drafted nothing could draft anything, each
+        drafter asking for ``counts[drafter()]`` drafts, whatever token that round ends
+        with. Asked before the token is read: where it cannot, the next plain step is
+        queued first, as plain decoding queues its next step."""
+        ...
+
+    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
+        """Up to ``count`` draft ids (lazy, 1-D) and the sampling log-probs (n, V) they
+        were drawn from, or None when the proposer is deterministic."""
+        ...
+
+    def guesses(self, at_least: int) -> list[bool] | None:
+        """``guesser``'s greedy guess at each token it has not seen yet (verified rounds
+        it did not draft), judged against that token; None while fewer than
+        ``at_least`` are pending. Asked only at temperature 0, of a ``guesser``."""
+        ...
+
+    def judge_guesses(self) -> None:
+        """``guesses`` will be asked for, and ``bonus_guess`` after every round."""
+        ...
+
+    def bonus_guess(self) -> tuple[int, bool] | None:
+        """After a round ``guesser`` drafted and the target kept in full (k drafts):
+        k, and whether its greedy guess at the target's token after them was right;
+        None after any other round. Asked only at temperature 0, of a ``guesser``."""
+        ...
+
+    def settle(
+        self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
+    ) -> None:
+        """The target kept ``drafts[:accepted]`` and then ``token``: catch up.
+
+        ``hidden`` (when ``wants_hidden``): the target's final hidden states (1 + k, H)
+        of the verify pass; row ``accepted`` is the one ``token`` was chosen from.
+        """
+        ...
+
+
+def run_speculative(
+    target: LoadedModel,
+    proposer: Proposer,
+    prompt: list[int],
+    settings: DecodeSettings,
+    lengths: Mapping[str, DraftLength],
+    keys: KeyStream,
+    clock: Clock = time.perf_counter,
+) -> Iterator[Event]:
+    """Draft, verify, rewind and record, round after round; ``lengths`` says how many
+    drafts each drafter the proposer uses asks for (a fixed k, or ``auto``).
+
+    Only the verdict is read back before the next round's drafts are queued; what the
+    round records besides (probabilities, uniform draws, the target's alternatives, the
+    text) is computed and written down while those drafts compute, as mlx-lm overlaps
+    Python work with the next step. A round's ``draft_seconds`` therefore runs from the
+    end of the previous round's verify pass to the moment its drafts are known, and
+    includes the recording of the previous round where that outlasts the drafting;
+    ``verify_seconds`` runs from there to the end of the verdict and rewind. A round that
+    drafts nothing (``auto`` chose a plain step, lookup found no match, MTP's first) is
+    queued as soon as it can be: after a round that drafted nothing, before that round's
+    token is read where no token could let it draft (``Proposer.may_draft``), as plain
+    decoding queues its next step; else once the token is read. All its time counts as
+    verify. Rounds tile the decode time.
+    """
+    model = target.model
+    cache = make_prompt_cache(model, max_kv_size=settings.max_kv_size)
+    sampling = settings.sampling
+    output = Output(target.tokenizer, settings)
+
+    # At temperature 0 ``auto`` learns from the draft model's guesses over the plain
+    # steps' tokens what drafting rounds there would have kept, for a fraction of a step
+    # (told before its first choice: its first tries start from them).
+    guessing = lengths.get(proposer.guesser or "") if sampling.greedy else None
+    if not isinstance(guessing, LearnsFromGuesses):
+        guessing = None
+    else:
+        guessing.expect_guesses()
+        proposer.judge_guesses()
+    # Each drafter's choice for its next round, made from the rounds before the last
+    # while the last one's drafts compute (``engines.draft_length``).
+    choices = {name: policy.choose() for name, policy in lengths.items()}
+
+    def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
+        drafter = proposer.drafter()
+        choice = choices[drafter]
+        with mx.stream(generation_stream):
+            return (*proposer.propose(min(choice.k, output.remaining)), drafter, choice)
+
+    with wired_limit():
+        timer = Timer(clock)
+        pre, pending = prefill_event(
+            model, cache, prompt, settings, timer, *proposer.companions()
+        )
+        proposer.begin(prompt, pending)
+        yield pre
+
+        # Hybrid targets keep each position's recurrent state in the verify pass, so a
+        # rejection never needs a second pass (``engines.capture``).
+        captures = supports_capture(model)
+
+        def verify(pending: mx.array, drafts: mx.array, draft_lp: mx.array | None) -> _Pass:
+            """Queue the target's pass over ``pending`` and the drafts, and the verdict.
+            A pass with no drafts has nothing to rewind: a plain step."""
+            k = drafts.size
+            with mx.stream(generation_stream):
+                verified = mx.concatenate([pending, drafts]) if k else pending
+                captured: CapturedPass | None = None
+                point = None
+                if captures and k:
+                    captured = forward_captured(model, cache, verified, proposer.wants_hidden)
+                    logprobs, hidden = captured.logprobs, captured.hidden
+                else:
+                    point = checkpoint(cache, 1 + k) if k else None
+                    if proposer.wants_hidden:
+                        logprobs, hidden = forward_hidden(model, cache, verified)
+                    else:
+                        logprobs, hidden = forward(model, cache, verified), None
+                lp = sampling_logprobs(logprobs, sampling)
+                verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
+            return _Pass(lp, hidden, captured, point, verdict)
+
+        last = pre.t
+        index = cleared = 0
+        drafts, draft_lp, drafter, choice = propose()
+        queued: _Pass | None = None
+        while True:
+            mx.eval(drafts)
+            after_draft = timer.now()
+            k = drafts.size
+            checked = queued or verify(pending, drafts, draft_lp)
+            queued = None
+            lp, hidden, captured, verdict = (
+                checked.lp, checked.hidden, checked.captured, checked.verdict)
+            if not k and not proposer.may_draft({n: c.k for n, c in choices.items()}):
+                # A plain step, and the next round drafts nothing either (none asked
+                # for, or none to be had: prompt lookup with no match possible): queue
+                # its step on this one's token before reading it, as plain decoding does.
+                queued = verify(verdict.fallback, drafts, None)
+                mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
+            mx.eval(verdict.passed, verdict.fallback)
+            drafted = drafts.tolist()
+            if guessing is not None and (bonus := proposer.bonus_guess()) is not None:
+                guessing.observe_bonus(*bonus)
+            accepted = leading_run(verdict.passed.tolist())
+            token = verdict.fallback.tolist()[accepted]
+
+            replayed = 0
+            if captured is not None:
+                action = Rewind.NONE if accepted == k else Rewind.CAPTURED
+                if action is Rewind.CAPTURED:
+                    commit_prefix(cache, captured, keep=1 + accepted, fed=1 + k)
+            elif checked.point is not None:
+                action = rewind(cache, checked.point, keep=1 + accepted)
+            else:
+                action = Rewind.NONE
+            if action is Rewind.REPLAY:
+                replayed = 1 + accepted
+                with mx.stream(generation_stream):
+                    model(mx.concatenate([pending, drafts[:accepted]])[None], cache=cache)
+                mx.eval([c.state for c in cache])
+            proposer.settle(drafted, accepted, token, hidden)
+            pending = mx.array([token], mx.uint32)
+            now = timer.now()
+
+            # The tokens this round adds: the accepted drafts, then the target's token,
+            # unless the run stops inside the accepted drafts.
+            candidates = drafted[:accepted] + [token]
+            tokens = candidates[: output.extend(candidates)]
+            this_drafter, this_choice = drafter, choice
+            if not output.finished:
+                drafts, draft_lp, drafter, choice = propose()
+                if queued is None and not drafts.size:  # the target's step runs right away
+                    queued = verify(pending, drafts, draft_lp)
+                    mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
+            # Everything else the round records is computed behind the next drafts (or
+            # the next plain step).
+            with mx.stream(generation_stream):
+                probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
+                if verdict.uniforms is not None:
+                    probs.append(verdict.uniforms)
+                top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
+            mx.async_eval(*probs, *top)
+            end: EndKind | None = None
+            if len(tokens) > accepted:
+                end = "bonus" if accepted == k and k else ("correction" if k else "target")
+            pieces = output.pieces(tokens)
+            rejected_pieces = output.draft_pieces(drafted[accepted:]) if accepted < k else []
+            alternatives = None
+            if top:
+                alternatives = [
+                    [[i, p] for i, p in zip(row_ids, row_p)]
+                    for row_ids, row_p in zip(top[0].tolist(), top[1].tolist())
+                ]
+            event = Round(
+                index=index,
+                drafted=drafted,
+                accepted=accepted,
+                tokens=tokens,
+                end=end,
+                pieces=pieces,
+                rejected_pieces=rejected_pieces,
+                # A round that drafted nothing is a plain step, queued as the last
+                # round ended: all of it is the target's, as in plain decoding.
+                draft_seconds=after_draft - last if k else 0.0,
+                verify_seconds=now - after_draft if k else now - last,
+                t=now,
+                draft_probs=probs[0].tolist() if k else None,
+                target_probs=probs[1].tolist() if k else None,
+                uniforms=probs[3].tolist() if verdict.uniforms is not None else None,
+                exact_match_accepted=leading_run(probs[2].tolist()) if k else None,
+                alternatives=alternatives,
+                rollback=action.value,
+                replayed=replayed,
+                proposer=this_drafter if k else None,
+            )
+            if isinstance(lengths[this_drafter], AdaptiveLength):
+                event.auto_k, event.auto_tokens = this_choice.k, this_choice.tokens
+                event.auto_cost, event.auto_explored = this_choice.cost, this_choice.explored
+                event.auto_hoped, event.auto_held = this_choice.hoped, this_choice.held
+                event.auto_ruled_out = this_choice.ruled_out
+            lengths[this_drafter].observe(event)
+            if guessing is not None and not output.finished and (
+                    wait := guessing.guess_after()) is not None:
+                with mx.stream(generation_stream):
+                    judged = proposer.guesses(wait)
+                if judged:
+                    guessing.observe_guesses(judged)
+                    event.guesses = judged
+            choices[this_drafter] = lengths[this_drafter].choose()
+            yield event
+            if output.finished:
+                break
+            last = now
+            index += 1
+            if len(output.tokens) - cleared >= CLEAR_CACHE_EVERY:
+                mx.clear_cache()
+                cleared = len(output.tokens)
+        yield timer.done(output)

@@ -1,0 +1,50 @@
+"""The playground: bare ``specdeck`` on the default family, or ``compare`` without
+``--headless`` on the models named."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from specdeck.commands.exit_status import EXIT_NOT_SAVED
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.safe_text.plain import MESSAGE_CHARS, visible
+
+
+def open_playground(request, sessions_dir: Path | None = None, save: bool = True,
+                    hint: str | None = None) -> int:
+    """Open the app on ``request``, refusing a missing model before the screen changes.
+    Every run the app measures is saved as a session (into ``sessions_dir``) unless
+    ``save`` is false; ``hint`` (a few words) leads the status line."""
+    from specdeck.engines.models.loading import resolve
+    from specdeck.tui import run_app
+
+    for source in (request.target, request.draft, request.mtp_model):
+        if source:
+            resolve(source, request.revision if source == request.target else None)
+    if request.group is not None:
+        from specdeck.hosts.group import require_local_lead
+
+        require_local_lead(request.group)
+    problems = run_app(request, sessions_dir=sessions_dir, save_sessions=save, hint=hint)
+    for line in problems:
+        print(f"specdeck: error: {visible(line, MESSAGE_CHARS)}", file=sys.stderr)
+    return EXIT_NOT_SAVED if problems else 0
+
+
+def run(args: argparse.Namespace) -> int:
+    """``specdeck`` alone: the smollm2 family once fetched (plain, draft, prompt lookup on
+    a chat prompt), else the demo models (plain, draft, MTP on code), whose status bar
+    says how to fetch the real one."""
+    from specdeck.engines.models.families import FAMILIES, default_family, fetch_hint, require_family
+    from specdeck.prompts import get_prompt
+
+    family = FAMILIES[args.family or default_family()]
+    models = require_family(family.name)
+    request = CompareRequest(
+        target=models.target, draft=models.draft, strategies=list(family.strategies),
+        prompt=get_prompt(family.prompt).text, dtype=args.dtype,
+    )
+    return open_playground(request, hint=fetch_hint() if family.name == "demo" else None)
+

@@ -1,0 +1,287 @@
+"""``specdeck sweep``: the grid of k / depth / n against plain decoding, as a table, a
+chart and a JSON document. Progress and time remaining go to stderr; Ctrl+C keeps the
+prompt groups finished so far."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import threading
+from pathlib import Path
+from typing import Callable
+
+from specdeck.commands.options import add_group_options, add_model_options, group_from, say
+from specdeck.engines.core.config import Sampling, field_default
+from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.formatting import plural
+from specdeck.engines.core.requests import SweepRequest
+from specdeck.commands.progress_line import ProgressLine
+from specdeck.safe_text.plain import visible
+
+DEFAULT_PROMPTS = ("code", "prose")
+
+
+def _default(name: str):
+    """A default of the sweep request (each is written once, there)."""
+    return field_default(SweepRequest, name)
+
+
+def _listed(name: str) -> str:
+    return ",".join(f"{v:g}" for v in _default(name))
+
+
+def _ints(value: str) -> list[int]:
+    try:
+        return [int(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}")
+
+
+def _counts(value: str) -> list:
+    """k values: whole numbers, and ``auto`` for the draft length chosen each round."""
+    from specdeck.engines.core.config import parse_draft_count
+
+    try:
+        return [parse_draft_count(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected comma-separated whole numbers or auto, got {value!r}")
+
+
+def _floats(value: str) -> list[float]:
+    try:
+        return [float(v) for v in value.split(",") if v.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {value!r}")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+
+    p = sub.add_parser("sweep", help="sweep k / MTP depth / n-gram settings against plain")
+    p.set_defaults(run=run)
+    add_model_options(p, command=True)
+    p.add_argument("--target", help="target model: a directory or a Hugging Face id "
+                   "(default: the built-in demo target)")
+    p.add_argument("--draft", help="draft model (for sweeping the draft strategy; default "
+                   "with the demo target: the demo draft)")
+    p.add_argument("--mtp-model", help="model whose MTP head drafts (default: the target)")
+    p.add_argument("--strategies", default=",".join(_default("strategies")),
+                   help="comma-separated speculative strategies to sweep: draft, mtp, ngram "
+                   "(default %(default)s)")
+    p.add_argument("-k", "--num-draft-tokens", type=_counts, default=_default("ks"),
+                   help=f"k values for draft (and ngram), auto among them for the length "
+                   f"chosen each round: default {_listed('ks')}")
+    p.add_argument("--depth", type=_counts, default=_default("depths"),
+                   help=f"MTP depths (auto too): default {_listed('depths')}")
+    p.add_argument("--ngram", type=_ints, default=_default("ngram_ns"),
+                   help=f"n-gram match lengths: default {_listed('ngram_ns')}")
+    p.add_argument("--temp", type=_floats, default=_default("temperatures"),
+                   help=f"temperatures: default {_listed('temperatures')}")
+    p.add_argument("--reps", type=int, default=_default("reps"),
+                   help="timed repetitions per cell (default %(default)s)")
+    p.add_argument("--warmup", type=int, default=_default("warmup"),
+                   help="untimed warm-up runs per cell (default %(default)s)")
+    p.add_argument("--max-tokens", type=int, default=_default("max_tokens"),
+                   help="tokens per run (default %(default)s)")
+    p.add_argument("--seed", type=int, default=Sampling().seed,
+                   help="seed of each cell's first repetition; repetition r adds r "
+                   "(default %(default)s)")
+    p.add_argument("--prompt", action="append",
+                   help="prompt text, a built-in prompt's name (code, chat_explain, ...), a prompt "
+                   "file, a folder of prompts or a JSONL file "
+                   "(repeatable; default: the built-in code and prose prompts)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse to run when the memory estimate exceeds free memory")
+    p.add_argument("--force", action="store_true",
+                   help="run even when the memory estimate is beyond this machine's whole "
+                   "memory (default: refuse)")
+    p.add_argument("--noisy-cv", type=float, default=_default("noisy_cv"),
+                   help="flag cells whose robust CV exceeds this (default %(default)s)")
+    p.add_argument("--json", type=Path, help="write the sweep here (default: a new file "
+                   "in the sessions folder: $SPECDECK_SESSIONS_DIR, else sessions/)")
+    p.add_argument("--chart", type=Path, help="write the chart SVG here (default: beside the JSON)")
+
+    add_group_options(p)
+
+
+def _prompts(values: list[str] | None):
+    from specdeck.engines.core.requests import SweepPrompt
+    from specdeck.prompts import get_prompt, read_prompts
+
+    if not values:
+        prompts = [get_prompt(key) for key in DEFAULT_PROMPTS]
+    else:
+        prompts = [p for value in values for p in read_prompts(value)]
+    return [SweepPrompt(p.key, p.text, p.kind) for p in prompts]
+
+
+def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
+    """The sweep's table (``specdeck.sessions.sweep_file.cell_row``), its recommendations and each
+    cell's why line: what ``specdeck sweep`` ends with and ``specdeck replay`` shows."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from specdeck.safe_text.rich_text import literal
+    from specdeck.sessions.sweep_file import COLUMNS, cell_row, why_lines
+
+    table = Table(title="specdeck sweep", show_lines=False)
+    for column in COLUMNS:
+        table.add_column(column, justify="left" if column in ("prompt", "setting") else "right")
+    for cell in cells:
+        table.add_row(*(literal(value, one_line=True) for value in cell_row(cell)))
+    console = Console(markup=False, highlight=False)
+    if not console.is_terminal:
+        console = Console(width=160, markup=False, highlight=False)
+    console.print(table)
+    for line in recommendations:
+        print(visible(line))
+    for line in why_lines(cells):
+        print(visible(f"  {line}"))
+
+
+class SweepInterrupts:
+    """Ctrl+C during a sweep. While cells are measured, the first one stops it at once
+    (the prompt groups already finished are kept); every other one, and any while the
+    files are written, only says so: what finished always lands in valid files."""
+
+    def __init__(self) -> None:
+        self.measuring = True
+        self.interrupted = False
+
+    def __enter__(self) -> "SweepInterrupts":
+        self._previous = None
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGINT, self._previous)
+
+    def _on_interrupt(self, signum: int, frame: object) -> None:
+        if self.measuring and not self.interrupted:
+            self.interrupted = True
+            raise KeyboardInterrupt
+        # os.write, not print: a signal handler may interrupt a print in progress.
+        os.write(2, b"\nspecdeck: writing the cells finished so far first\n")
+
+
+def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
+                say: Callable[[str], None]) -> bool:
+    """The sweep's JSON (``json_path``, else a new name in the sessions folder) and its
+    chart (``chart_path``, else beside the JSON). A JSON its place cannot take goes to a
+    fallback place, named; False when anything did not land where it was asked to."""
+    import orjson
+
+    from specdeck.engines.core.atomic_files import write_atomic
+    from specdeck.sessions.chart import speedup_chart_svg
+    from specdeck.sessions.store import (
+        SaveFailed, SaveOutcome, fall_back, save_session, session_names, why_not,
+    )
+
+    try:
+        if json_path is None:
+            outcome = save_session(document)
+        else:
+            data = orjson.dumps(document)
+            try:
+                write_atomic(json_path, data)
+                outcome = SaveOutcome(json_path)
+            except OSError as exc:
+                outcome = fall_back(lambda: session_names(document), data,
+                                    f"cannot write {json_path} ({why_not(exc)})")
+    except SaveFailed as failed:
+        say(f"error: the sweep was not saved: {failed}")
+        return False
+    out = outcome.path
+    if outcome.problem:
+        say(f"error: {outcome.problem}: wrote the sweep to {out} instead")
+    chart = chart_path or out.with_suffix(".svg")
+    try:
+        write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
+    except OSError as exc:
+        say(f"error: cannot write the chart {chart} ({why_not(exc)})")
+        return False
+    say(f"wrote {out} and {chart}")
+    return outcome.problem is None
+
+
+def run(args: argparse.Namespace) -> int:
+    from specdeck.engines.core.requests import launched
+    from specdeck.engines.runs.sweep import SweepProgress, run_sweep
+
+    line = ProgressLine(every=0.0)  # a line a run in a log: each is seconds or more
+
+    def progress(p: SweepProgress) -> None:
+        eta = "" if p.eta_seconds is None else f", about {p.eta_seconds:.0f} s left"
+        line.show(f"specdeck sweep: {p.done}/{p.total} runs ({visible(p.label, 80)}){eta}",
+                  last=p.done == p.total)
+
+    finish = lambda *ran: line.end() or _finish(args, *ran)  # noqa: E731
+    if launched():  # one rank of a group mlx.launch started: every rank builds the request
+        from specdeck.commands import group as group_command
+
+        return group_command.sweep(args, lambda: sweep_request(args), finish, progress)
+    request = sweep_request(args)
+    if request.group is not None:
+        from specdeck.commands import group as group_command
+        from specdeck.hosts import launch as group_launch
+
+        if request.group.wants_launch:
+            return group_launch.relaunch(request.group, args.argv, args.python)
+        return group_command.sweep(args, lambda: request, finish, progress)
+    with SweepInterrupts() as interrupts:
+        cells, complete = run_sweep(request, progress=progress,
+                                    on_message=lambda message: line.end() or say(message))
+        interrupts.measuring = False
+        return finish(request, cells, complete, None, say)
+
+
+def sweep_request(args: argparse.Namespace) -> SweepRequest:
+    """The sweep the command line asks for, checked."""
+    from specdeck.engines.models.families import models_for
+
+    target, draft = models_for(args.family, args.target, args.draft)
+    request = SweepRequest(
+        target=target, draft=draft, mtp_model=args.mtp_model,
+        prompts=_prompts(args.prompt),
+        strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
+        ks=args.num_draft_tokens, depths=args.depth, ngram_ns=args.ngram,
+        temperatures=args.temp, reps=args.reps, warmup=args.warmup,
+        max_tokens=args.max_tokens, noisy_cv=args.noisy_cv,
+        sampling=Sampling(seed=args.seed),
+        strict_memory=args.strict, force=args.force,
+        group=group_from(args), dtype=args.dtype,
+    )
+    request.validate()
+    for path, flag in ((args.json, "--json"), (args.chart, "--chart")):
+        if path is not None and path.is_dir():
+            raise SettingsError(f"{flag} {path} is a directory: name a file to write")
+    return request
+
+
+def _finish(args: argparse.Namespace, request: SweepRequest, cells: list, complete: bool,
+            group: dict | None, message: Callable[[str], None]) -> int:
+    """Print the sweep, save it (with the group it ran on, if any) and draw its chart;
+    the command's exit status."""
+    from specdeck.engines.measure.machine import describe_machine
+    from specdeck.engines.runs.sweep import recommendations
+    from specdeck.commands.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED
+    from specdeck.sessions.session import sweep_document
+
+    if not complete:
+        message(f"interrupted: keeping the {plural(len(cells), 'cell')} finished")
+    document = sweep_document(request, cells, recommendations(cells), complete,
+                              describe_machine())
+    if group is not None:
+        document["config"]["group"] = group
+    print_sweep(document["cells"], document["recommendations"])
+    sys.stdout.flush()
+    written = write_sweep(document, args.json, args.chart, message)
+    if not complete:
+        return EXIT_INTERRUPTED
+    if not written:
+        return EXIT_NOT_SAVED
+    return 1 if any(c.correct is False for c in cells) else 0
