@@ -1,47 +1,45 @@
-"""``auto`` replayed on a text's recorded acceptance: controllers compared without timing noise.
+"""Draft-length policies replayed on a text's recorded acceptance, side by side, without
+timing noise.
 
-This VM's speed drifts 10-15 % within minutes, so two versions of ``auto`` that differ by
-2-5 % cannot be told apart by timing them (per-repetition ratios on smollm2 spread
-0.76-1.10). At temperature 0, though, what a draft keeps is fixed by the text: a round
-drafting k tokens after the first p of the target's output keeps the shorter of k and
-the run of the draft's right greedy guesses from p. This records that once per prompt
-(one plain run of the target, one pass of the draft over the prompt and the output; a
-round of a real ``-k 3`` run keeps exactly what it predicts) and replays the controller
-on it many times: every round's seconds come from this machine's calibration of the
-pair (``specdeck calibrate``), off from it by a per-replay error and a per-round noise
-(seeded), and the loop's order is kept (a choice runs one round late; the draft's
-guesses over plain steps are judged after ``guess_after`` of them, a draft step and
-``--guess-token`` plain steps a token; the first drafting round after plain steps also
-feeds the draft the tokens it has not seen, ``--catch-up-token`` each; a round that kept
-all k judges the next position). With ``--drafter mtp`` the target's MTP head drafts:
-what its round from each token keeps (``engines.guess_probe.mtp_runs``, chained as the
-head drafts; a real run's rounds keep exactly that), no guesses judged.
+This VM's speed drifts 10-15 % within minutes, so two policies that differ by a few
+percent cannot be told apart by timing them. At temperature 0, though, what a round
+keeps is fixed by the text: a round drafting at output token p keeps the drafts its
+drafter's greedy chain from p gets right, and ``pmin`` stops where that chain's top
+probability falls under its threshold. Each prompt is recorded once: the target's greedy
+output, and from every token the drafter's chain (a draft model: its guesses, teacher
+forced, and past its first wrong one its own chain; an MTP head: chained on its own
+drafts), right or wrong and how sure, at each depth. Then every policy is replayed on it
+``--seeds`` times, each round priced in plain steps by this machine's calibration of the
+pair (or ``--costs``), off by a per-replay error and a per-round noise (seeded, the same
+for every policy), in the loop's order (a choice runs one round late; the draft's guesses
+at plain steps are judged when the policy asks, for a draft step and ``--guess-token``
+plain steps a token; a drafting round after plain steps feeds the draft what it skipped,
+``--catch-up-token`` each; a ``pmin`` round that stops pays the draft step that stopped
+it). A real ``-k 3`` run's rounds keep exactly what the record says.
 
-It prints, per prompt, the share of tokens from which a first draft is right, the tokens per
-plain step of auto (and of ``--against``, another
-copy of ``engines/auto/draft_length.py``, e.g. ``git show HEAD~:engines/auto/draft_length.py``) and
-of each fixed k, and auto over the best of plain and the fixed k: a model of the
-speedup, not a measurement of it. ``--against`` also takes a git revision (the
-``draft_length`` of its whole ``engines/``, ``bench/revisions.py``). Last, what choosing costs a round, in
-wall-clock milliseconds (the model of the speedup leaves it out; on this CPU it runs on
-the decode loop's critical path), side by side. A change it favours is
-then measured for real (``bench/auto_k.py``); one it does not is not worth the VM's time.
+Per prompt it prints tokens per plain step of each policy and fixed k: a model of the
+speedup over plain decoding, not a measurement of it. Then, per policy, its mean over the
+prompts of policy / best fixed k (plain included) and, against ``--against`` (``auto`` at
+a git revision, its own ``engines/`` whole), the mean ratio with its standard error: the
+gate a change to ``auto`` passes before it is measured for real.
 
-    python bench/auto_replay.py --family smollm2 --max-tokens 96 [--prompts code,csv]
-                                [--seeds 30] [--against /tmp/old_draft_length.py | HEAD~]
-                                [--costs 0.15,0.06]   # another machine's costs
-                                [--drafter mtp --linger 1.46,0.08,0.08]  # the MTP head
+    python bench/auto_replay.py --family demo [--drafter mtp] [--max-tokens 256]
+                                [--prompts a,b | --tuning] [--seeds 20]
+                                [--policies auto,grow,pmin:0.6] [--against 92e24a8]
+                                [--costs 0.18,0.13]  # a draft step, a draft's verify share
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import functools
 import hashlib
 import importlib
 import importlib.util
 import inspect
 import json
+import math
 import random
 import statistics
 import sys
@@ -54,99 +52,156 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from auto_k import HELD_OUT, HELD_OUT_FILES, prompt_text  # noqa: E402
+from draft_policies import HELD_OUT_FILES, TUNING, prompt_text  # noqa: E402
 from revisions import engines_at  # noqa: E402
 
-#: Where recorded acceptance is kept between runs (a prompt's costs a plain run).
-RECORDS = Path(tempfile.gettempdir()) / "specdeck-auto-replay"
+#: Where recordings are kept between runs (a prompt's costs a plain run and a probe).
+RECORDS = Path(tempfile.gettempdir()) / "specdeck-policy-replay"
+#: Past its first wrong draft a draft model's chain is followed while it is this sure (a
+#: ``pmin`` below it would have stopped there anyway).
+SURE = 0.3
 
 
-def record(family: str, name: str, tokens: int, drafter: str = "draft") -> dict:
-    """What a greedy round drafting at each token of the target's greedy output keeps
-    (``runs``): for the draft model, from whether its guess at each token is right
-    (``matches``, judged over plain steps too); for the MTP head (``--drafter mtp``),
-    its chained drafts from each token (``engines.guess_probe.mtp_runs``). With the
-    calibration's draft step and verify passes (``drafter``'s, in plain steps) and the
-    drafter's survival on the built-in prompts (``typical``)."""
-    from specdeck.engines.measure.calibration import load_calibration
+def record(family: str, name: str, tokens: int, drafter: str) -> dict:
+    """From every token of the target's greedy output to prompt ``name``: how many drafts
+    a greedy round of ``drafter`` keeps (``runs``), and its top probability at each depth
+    of its own chain (``sure``); for a draft model also whether its guess at each token is
+    right (``matches``, what judging guesses at plain steps sees)."""
     from specdeck.engines.models.families import require_family
-    from specdeck.engines.auto.guess_probe import runs_of
 
     pair = require_family(family)
     text = prompt_text(name)
-    probe = "guess_probe" if drafter == "draft" else "mtp_runs"
-    key = hashlib.sha256(f"{family}\0{tokens}\0{text}\0{probe}".encode()).hexdigest()[:16]
-    path = RECORDS / f"{key}.json"
-    calibration = load_calibration(pair.target, pair.draft)
-    if calibration is None:
-        raise SystemExit(f"no calibration of the {family} pair: run "
-                         f"`specdeck calibrate --family {family}` first")
-    draft_step, passes = calibration.drafting_costs(drafter)
-    typical = list(calibration.typical_survival(drafter) or ())
+    key = hashlib.sha256(f"2\0{family}\0{tokens}\0{text}\0{drafter}".encode()).hexdigest()
+    path = RECORDS / f"{key[:16]}.json"
     if path.is_file():
-        judged = json.loads(path.read_text())
-    else:
-        judged = (guesses_right if drafter == "draft" else head_runs)(pair, text, tokens)
-        RECORDS.mkdir(exist_ok=True)
-        path.write_text(json.dumps(judged))
-    guessed = drafter == "draft"
-    return {"matches": judged if guessed else None,
-            "runs": runs_of(judged) if guessed else judged,
-            "draft_step": draft_step, "passes": list(passes), "typical": typical}
+        return json.loads(path.read_text())
+    models, prompt = pair_models(pair, text, drafter)
+    output = greedy_output(models, prompt, tokens)
+    data = (draft_chains(models.draft, prompt, output) if drafter == "draft"
+            else head_chains(models.mtp, prompt, output))
+    RECORDS.mkdir(exist_ok=True)
+    path.write_text(json.dumps(data))
+    return data
 
 
 @functools.cache
 def model_store():
     """One store for every prompt recorded: the models load once."""
-    from specdeck.engines.runs.compare import ModelStore
+    from specdeck.engines.models.loading import ModelStore
 
     return ModelStore()
 
 
-def guesses_right(pair, text: str, tokens: int) -> list[bool]:
-    """The draft's guesses as ``specdeck calibrate`` judges them (``engines.guess_probe``:
-    through the draft's own output layer, cut down where its folder lists its tokens)."""
-    from specdeck.engines.auto.guess_probe import greedy_output, guesses_right as judged
-
-    models, prompt = pair_models(pair, text, tokens, "draft")
-    return judged(models.draft, prompt, greedy_output(models.target, prompt, tokens))
-
-
-def head_runs(pair, text: str, tokens: int) -> list[int]:
-    """What a greedy round of the target's MTP head drafting at each output token keeps
-    (``engines.guess_probe.mtp_runs``: a real run's rounds keep exactly that)."""
-    from specdeck.engines.auto.guess_probe import greedy_output, mtp_runs
-
-    models, prompt = pair_models(pair, text, tokens, "mtp")
-    return mtp_runs(models.mtp, prompt, greedy_output(models.mtp.model, prompt, tokens))
-
-
-def pair_models(pair, text: str, tokens: int, drafter: str):
+def pair_models(pair, text: str, drafter: str):
     """The family's models ``drafter`` needs, loaded once, and ``text`` encoded."""
-    from specdeck.engines.runs.compare import encode_prompt
-    from specdeck.engines.core.config import AUTO
     from specdeck.engines.core.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.runs.compare import encode_prompt
     from specdeck.engines.runs.sweep import sweep_models
 
     request = SweepRequest(target=pair.target, draft=pair.draft,
                            prompts=[SweepPrompt("p", text, "p")], strategies=[drafter],
-                           ks=[AUTO], depths=[AUTO], reps=1, max_tokens=tokens)
+                           ks=["auto"], depths=["auto"], reps=1, max_tokens=1)
     models = sweep_models(request, model_store())
     return models, list(encode_prompt(models.target.tokenizer, text))
 
 
-def load_module(path: str, name: str = "replayed_draft_length") -> ModuleType:
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+def greedy_output(models, prompt: list[int], tokens: int) -> list[int]:
+    from specdeck.engines.core.config import DecodeSettings
+    from specdeck.engines.core.events import Round
+    from specdeck.engines.decode.run import Models, run_strategy
+
+    settings = DecodeSettings(max_tokens=tokens, num_draft_tokens=1, stop_at_eos=False)
+    return [t for event in run_strategy("plain", Models(models.target), prompt, settings)
+            if isinstance(event, Round) for t in event.tokens]
+
+
+def draft_chains(draft, prompt: list[int], output: list[int]) -> dict:
+    """A draft model's chain from every output token: right and sure while its guesses
+    (teacher forced) are right, then its own greedy chain after its first wrong one."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from specdeck.engines.core.config import MAX_DRAFT_TOKENS
+    from specdeck.engines.proposers.draft_vocab import WholeVocabulary
+
+    vocabulary = draft.vocabulary or WholeVocabulary(draft.model)
+
+    def read(cache, tokens: list[int]) -> tuple[list[int], list[float]]:
+        logits = vocabulary.logits(cache, mx.array(tokens, mx.uint32))
+        top = mx.softmax(logits.astype(mx.float32), axis=-1).max(axis=-1)
+        return vocabulary.pick(mx.argmax(logits, -1)).tolist(), top.tolist()
+
+    cache = make_prompt_cache(draft.model)
+    read(cache, prompt[:-1])
+    guessed, sure, after_wrong = [], [], {}
+    for p, token in enumerate(output):
+        guess, top = read(cache, [output[p - 1] if p else prompt[-1]])
+        guessed.append(guess[0])
+        sure.append(top[0])
+        if guess[0] != token:  # its own chain past the wrong guess
+            fork, chain, last = copy.deepcopy(cache), [], guess[0]
+            while len(chain) < MAX_DRAFT_TOKENS - 1:
+                nexts, tops = read(fork, [last])
+                chain.append(tops[0])
+                if tops[0] < SURE:
+                    break
+                last = nexts[0]
+            after_wrong[p] = chain
+    matches = [g == t for g, t in zip(guessed, output)]
+    runs = runs_of(matches)
+    chains = []
+    for p in range(len(output)):
+        end = p + min(runs[p], MAX_DRAFT_TOKENS)  # the first wrong guess, or past the most
+        chain = sure[p:end + 1] + after_wrong.get(end, [])
+        chains.append(chain[:MAX_DRAFT_TOKENS])
+    return {"matches": matches, "runs": runs, "sure": chains}
+
+
+def head_chains(mtp, prompt: list[int], output: list[int]) -> dict:
+    """An MTP head's chain from every output token, all at once (each position attends
+    only to itself): its first draft from the target's hidden state behind the token
+    before and that token, each next one chained on its own hidden state and draft."""
+    import mlx.core as mx
+    from mlx_lm.models.cache import make_prompt_cache
+
+    from specdeck.engines.core.config import MAX_MTP_DEPTH
+    from specdeck.engines.decode.shared import forward_hidden
+
+    n, start = len(output), len(prompt)
+    sequence = mx.array(prompt + output, mx.uint32)
+    model = mtp.model.model
+    _, hidden = forward_hidden(model, make_prompt_cache(model), sequence[:-1])
+    # Row p - 1 drafts from output token p (the first has no verified state behind it).
+    state = hidden[start - 1:start + n - 2][:, None, :]
+    fed = sequence[start:start + n - 1][:, None]
+    at = mx.arange(1, n)
+    alive = mx.ones((n - 1,), mx.bool_)
+    runs = mx.zeros((n - 1,), mx.int32)
+    sure = []
+    for j in range(MAX_MTP_DEPTH):
+        state, logprobs = mtp.head(state, fed)
+        draft = mx.argmax(logprobs, axis=-1)
+        sure.append(mx.exp(logprobs.max(axis=-1)))
+        target = sequence[start + mx.minimum(at + j, n - 1)]
+        alive = alive & (draft == target) & (at + j < n)
+        runs = runs + alive
+        fed = draft[:, None]
+    sure_rows = mx.stack(sure, axis=1).tolist()
+    return {"matches": None, "runs": [0] + runs.tolist(), "sure": [[0.0]] + sure_rows}
+
+
+def runs_of(matches: list[bool]) -> list[int]:
+    """From each token, how many guesses in a row are right (cut by the text's end)."""
+    runs, run = [], 0
+    for right in reversed(matches):
+        run = run + 1 if right else 0
+        runs.append(run)
+    return runs[::-1]
 
 
 class ChoiceClock:
-    """Wall-clock seconds spent in a policy's ``choose`` over replays: what choosing
-    costs the decode loop each round, which the replay's model of the speedup leaves
-    out (on this CPU it runs on the loop's critical path)."""
+    """Wall-clock seconds spent in a policy's ``choose``: what choosing costs the decode
+    loop each round (on a CPU it runs on the loop's critical path)."""
 
     def __init__(self) -> None:
         self.seconds, self.calls = 0.0, 0
@@ -163,212 +218,237 @@ class ChoiceClock:
         return 1000 * self.seconds / max(self.calls, 1)
 
 
-def replay(policy, data: dict, rng: random.Random, noise: float, error: float,
-           guess_token: float, catch_up_token: float,
-           clock: ChoiceClock | None = None, blind: bool = False,
-           round_work: float = 0.0, linger: tuple[float, ...] = (),
-           slow: frozenset[int] = frozenset(), slow_factor: float = 1.0) -> float:
-    """Tokens per plain step of ``policy`` over the recorded output (its choices timed
-    on ``clock``; ``blind``: no guesses judged, as for an MTP head or prompt lookup;
-    ``round_work``: plain steps each drafting round costs besides its draft steps and
-    verify pass; ``linger``: what the plain steps after a drafting round cost above one,
-    by their position after it; ``slow``: the output positions where every round costs
-    ``slow_factor`` times as much, the machine slowed as a whole)."""
-    choose = functools.partial((clock or ChoiceClock()).choose, policy)
-    from specdeck.engines.auto.draft_length import LearnsFromGuesses
-    from specdeck.engines.core.events import Round
+def drafted_under(p_min: float | None, chain: list[float], k: int) -> tuple[int, bool]:
+    """How many of ``k`` drafts a round drafts, and whether ``p_min`` stopped it."""
+    if p_min is None:
+        return k, False
+    for j, top in enumerate(chain[:k]):
+        if top < p_min:
+            return j, True
+    return min(k, len(chain)), len(chain) < k
 
-    matches, run, passes = data["matches"], data["runs"], data["passes"]
-    n = len(run)
-    off = rng.uniform(-error, error)  # the machine is not as calibrated
-    draft_step = data["draft_step"] * (1 + rng.uniform(-error, error))
-    verify = [1.0] + [1 + (c - 1) * (1 + off) for c in passes[1:]]
-    guessing = isinstance(policy, LearnsFromGuesses) and matches is not None and not blind
+
+def replay(policy, data: dict, rng: random.Random, costs: dict, clock: ChoiceClock) -> float:
+    """Tokens per plain step of ``policy`` over the recorded output."""
+    module = sys.modules[type(policy).__module__]
+    Round = module.Round
+    runs, sure, matches = data["runs"], data["sure"], data["matches"]
+    n = len(runs)
+    off = rng.uniform(-costs["error"], costs["error"])  # the machine is not as calibrated
+    draft_step = costs["draft_step"] * (1 + rng.uniform(-costs["error"], costs["error"]))
+    verify = [1.0] + [1 + (c - 1) * (1 + off) for c in costs["passes"][1:]]
+    guessing = hasattr(policy, "expect_guesses") and matches is not None
     if guessing:
         policy.expect_guesses()
-    unit = 0.01  # seconds of a plain step; every cost scales with it
-    steps = 0.0
+    unit, steps = 0.01, 0.0  # seconds of a plain step; every cost scales with it
     p = index = seen = 0  # seen: the tokens the draft has fed
-    after = len(linger)  # plain steps since the last drafting round
-    running = following = choose()
+    after = len(costs["linger"])  # plain steps since the last drafting round
+    choose = functools.partial(clock.choose, policy)
+    running, following = choose(), choose()
     while p < n:
-        k = min(running.k, n - p)
-        jitter = rng.lognormvariate(0, noise)
-        kept = min(run[p], k)
+        asked = min(running.k, n - p)
+        p_min = getattr(running, "p_min", None)
+        k, stopped = drafted_under(p_min, sure[p], asked)
+        kept = min(runs[p], k)
+        jitter = rng.lognormvariate(0, costs["noise"])
         after = 0 if k else after + 1
-        extra = round_work if k else (linger[after - 1] if after <= len(linger) else 0.0)
-        if p in slow:
-            jitter *= slow_factor
-        seconds = (k * draft_step + verify[k] + extra) * unit * jitter
+        extra = costs["round_work"] if k else (
+            costs["linger"][after - 1] if after <= len(costs["linger"]) else 0.0)
+        drafting = (k + stopped) * draft_step
         event = Round(index=index, drafted=[0] * k, accepted=kept, tokens=[0] * (kept + 1),
                       end=None, pieces=[], rejected_pieces=[],
-                      draft_seconds=k * draft_step * unit * jitter if k else 0.0,
+                      draft_seconds=drafting * unit * jitter,
                       verify_seconds=(verify[k] + extra) * unit * jitter, t=0.0)
-        event.auto_k, event.auto_tokens, event.auto_cost = k, running.tokens, running.cost
-        event.auto_explored, event.auto_hoped = running.explored, running.hoped
-        steps += seconds / unit
-        if k:
-            steps += catch_up_token * (p - seen)
-        if guessing and k and kept == k and p + k < n:
+        if hasattr(event, "length"):
+            event.length = running if running.policy != "fixed" else None
+        else:  # ``auto`` at a revision before the record
+            event.auto_k, event.auto_tokens, event.auto_cost = k, running.tokens, running.cost
+            event.auto_explored, event.auto_hoped = running.explored, running.hoped
+        steps += event.seconds / unit
+        if k or stopped:
+            steps += costs["catch_up_token"] * (p - seen)
+        if hasattr(policy, "observe_bonus") and guessing and k and kept == k and p + k < n:
             policy.observe_bonus(k, matches[p + k])
         p += kept + 1
         policy.observe(event)
-        if k:
+        if k or stopped:
             seen = p
-        elif guessing and p < n and (wait := policy.guess_after()) is not None and p - seen >= wait:
+        elif guessing and p < n and (wait := policy.guess_after()) is not None \
+                and p - seen >= wait:
             policy.observe_guesses(matches[seen:p])
-            steps += draft_step + guess_token * (p - seen)
+            steps += draft_step + costs["guess_token"] * (p - seen)
             seen = p
         running, following = following, choose()
         index += 1
     return n / steps
 
 
-def slow_positions(n: int, stretches: float, seed: int) -> frozenset[int]:
-    """The output positions inside slow stretches of 18-31 tokens, ``stretches`` of them
-    in ``n`` tokens on average, drawn from ``seed`` alone (every policy meets the same)."""
-    rng = random.Random(f"slow {seed}")
-    slow: set[int] = set()
-    for start in range(n):
-        if rng.random() < stretches / n:
-            slow.update(range(start, start + rng.randint(18, 31)))
-    return frozenset(slow)
+def policies_of(names: list[str], most: int, prior, typical, against: ModuleType | None,
+                variants: ModuleType | None) -> dict:
+    """A factory per policy replayed: ``auto`` (priced by ``prior``, as a run with this
+    machine's calibration is), ``grow`` (``grow:N`` starts at N), ``pmin:P``, ``auto`` at
+    ``against`` (as ``before``), and each ``VARIANTS`` entry of ``variants`` (a file of
+    rules tried on ``auto``)."""
+    from specdeck.engines.auto.adaptive import AutoLength
+    from specdeck.engines.auto.grow import START, GrowLength
+    from specdeck.engines.auto.pmin import PMinLength
+
+    def made(name: str):
+        policy, _, value = name.partition(":")
+        if policy == "auto":
+            return functools.partial(AutoLength, most, prior)
+        if policy == "grow":
+            return functools.partial(GrowLength, most, int(value or START))
+        return functools.partial(PMinLength, most, float(value))
+
+    factories = {name: made(name) for name in names}
+    if against is not None:
+        takes = inspect.signature(against.AdaptiveLength).parameters
+        extra = [typical] if "typical" in takes else []
+        factories["before"] = lambda: against.AdaptiveLength(most, prior, *extra)
+    for name, factory in getattr(variants, "VARIANTS", {}).items():
+        factories[name] = functools.partial(factory, most, prior)
+    return factories
+
+
+def load_module(path: str) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(Path(path).stem, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="demo")
+    ap.add_argument("--drafter", choices=("draft", "mtp"), default="draft")
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--prompts", default=",".join(
-                        ["code", "prose", *HELD_OUT,
-                         *sorted(path.stem for path in HELD_OUT_FILES.glob("*.txt"))]),
-                    help="built-in or held-out prompt names, or text files (comma-separated)")
-    ap.add_argument("--ks", default="1,2,3,4,6", help="the fixed k replayed alongside")
-    ap.add_argument("--seeds", type=int, default=30, help="replays per prompt and policy")
+        sorted(path.stem for path in HELD_OUT_FILES.glob("*.txt"))),
+        help="held-out prompt names (the default: every one), built-in ones or text files")
+    ap.add_argument("--tuning", action="store_true",
+                    help="the prompts rules may be chosen on instead of the held-out ones")
+    ap.add_argument("--policies", default="auto,grow,pmin:0.6,pmin:0.75")
+    ap.add_argument("--ks", default="1,2,3,4,6,8,12,16", help="the fixed k replayed alongside")
+    ap.add_argument("--against", help="a git revision: its auto replayed as 'before'")
+    ap.add_argument("--variants", help="a file whose VARIANTS maps names to policies "
+                                       "(made from the most drafts and the calibration)")
+    ap.add_argument("--seeds", type=int, default=20, help="replays per prompt and policy")
     ap.add_argument("--noise", type=float, default=0.08,
                     help="per-round timing noise (sigma of a log-normal factor)")
     ap.add_argument("--calibration-error", type=float, default=0.08,
                     help="how far this run's costs may be from the calibration's (+-)")
+    ap.add_argument("--costs", metavar="DRAFT_STEP,SLOPE",
+                    help="price rounds by a straight line instead of this machine's "
+                         "calibration: a draft step and each verified draft's share of a "
+                         "pass, in plain steps (this VM's demo pair, quiet, ~0.18,0.13; "
+                         "memory-bound Apple Silicon ~0.15,0.06)")
     ap.add_argument("--guess-token", type=float, default=0.0035,
                     help="plain steps per draft guess judged, above a draft step for "
-                         "each judging (bench/draft_catch_up.py on smollm2: 8 guesses "
-                         "24 ms, 128 guesses 87 ms, a target step 150 ms)")
+                         "each judging (bench/draft_catch_up.py on smollm2)")
     ap.add_argument("--catch-up-token", type=float, default=0.0015,
-                    help="plain steps per token the draft feeds without guessing "
-                         "(bench/draft_catch_up.py on smollm2: 1 token 20 ms, 128 "
-                         "tokens 49 ms)")
-    ap.add_argument("--blind", action="store_true",
-                    help="judge no guesses over plain steps (auto as it runs for an MTP "
-                         "head, prompt lookup or at temperature > 0)")
-    ap.add_argument("--drafter", choices=("draft", "mtp"), default="draft",
-                    help="who drafts: the family's draft model, or the target's MTP head "
-                         "(its own chained drafts from each token, no guesses judged, "
-                         "priced by its calibrated step and round work)")
+                    help="plain steps per token the draft feeds without guessing")
     ap.add_argument("--round-work", type=float, default=0.0,
-                    help="plain steps a drafting round costs besides its draft steps, its "
-                         "verify pass and the round work calibrated")
+                    help="plain steps a drafting round costs besides its passes")
     ap.add_argument("--linger", default="",
                     help="what the plain steps after a drafting round cost above one, by "
-                         "position, comma-separated (the demo's MTP head, OpenBLAS on one "
-                         "thread as the app runs it: 1.46,0.08,0.08,0.06,0.06)")
-    ap.add_argument("--slow", metavar="STRETCHES,FACTOR",
-                    help="stretches of 18-31 output tokens (as many as STRETCHES a run on "
-                         "average, placed by the seed, the same for every policy) where "
-                         "the machine runs FACTOR times slower: the demo's MTP head on "
-                         "this VM showed such stretches at 2x in 6 of 15 runs of 128 "
-                         "tokens (e.g. 0.4,2)")
-    ap.add_argument("--against", help="another draft_length.py to replay beside auto, "
-                                      "or a git revision (its own engines/ whole)")
-    ap.add_argument("--costs", metavar="DRAFT_STEP,SLOPE",
-                    help="price rounds as another machine would instead of by this one's "
-                         "calibration: a draft step and each draft's share of a verify "
-                         "pass, in plain steps (a pass of k drafts costs 1 + SLOPE k; "
-                         "memory-bound on Apple Silicon, e.g. 0.15,0.06)")
-    ap.add_argument("--uncalibrated", action="store_true",
-                    help="auto gets no calibration, as for a pair never calibrated on the "
-                         "machine (--target T --draft T): it prices rounds by what it "
-                         "times alone; the rounds still cost what the calibration (or "
-                         "--costs) says")
+                         "position (the demo's MTP head here: 1.46,0.08,0.08,0.06,0.06)")
     args = ap.parse_args()
 
-    from specdeck.engines.auto import draft_length
-    from specdeck.engines.core.config import MAX_MTP_DEPTH
+    from specdeck.engines.core.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH
+    from specdeck.engines.measure.calibration import load_calibration
+    from specdeck.engines.models.families import require_family
 
-    policies = {"auto": draft_length}
+    most = MAX_MTP_DEPTH if args.drafter == "mtp" else MAX_DRAFT_TOKENS
+    pair = require_family(args.family)
+    calibration = load_calibration(pair.target, pair.draft)
+    if calibration is None:
+        raise SystemExit(f"no calibration of the {args.family} pair: run "
+                         f"`specdeck calibrate --family {args.family}` first")
+    step, passes = calibration.drafting_costs(args.drafter)
+    if args.costs:
+        step, slope = (float(v) for v in args.costs.split(","))
+        passes = tuple(1.0 + slope * k for k in range(MAX_DRAFT_TOKENS + 1))
+    costs = {"draft_step": step, "passes": passes, "error": args.calibration_error,
+             "noise": args.noise, "guess_token": args.guess_token,
+             "catch_up_token": args.catch_up_token, "round_work": args.round_work,
+             "linger": [float(v) for v in args.linger.split(",") if v]}
+    against = None
     if args.against:
-        if Path(args.against).is_file():
-            policies["against"] = load_module(args.against)
-        else:
-            then = engines_at(args.against, Path(tempfile.mkdtemp(prefix="auto-replay-")))
-            policies["against"] = importlib.import_module(f"{then.__name__}.draft_length")
-    clocks = {label: ChoiceClock() for label in policies}
-    fixed = [int(k) for k in args.ks.split(",")]
-    linger = tuple(float(v) for v in args.linger.split(",") if v)
-    stretches, slow_factor = (float(v) for v in (args.slow or "0,1").split(","))
-    print(f"{'prompt':<12} {'right':>5} " + "".join(f"{name:>8}" for name in policies)
-          + "".join(f"{'k=' + str(k):>7}" for k in fixed) + "  auto/best")
-    # Per policy: auto / the best fixed k (plain included), and auto / plain where no
-    # fixed k beat plain.
-    against_best = {label: [] for label in policies}
-    against_plain = {label: [] for label in policies}
-    for name in args.prompts.split(","):
+        then = engines_at(args.against, Path(tempfile.mkdtemp(prefix="auto-replay-")))
+        against = importlib.import_module(f"{then.__name__}.auto.draft_length")
+    variants = load_module(args.variants) if args.variants else None
+    variant_names = list(getattr(variants, "VARIANTS", {}))
+    factories = policies_of(args.policies.split(","), most, (step, tuple(passes)),
+                            calibration.typical_survival(args.drafter), against, variants)
+    clocks = {name: ChoiceClock() for name in factories}
+    fixed = [int(k) for k in args.ks.split(",") if int(k) <= most]
+    prompts = list(TUNING) if args.tuning else args.prompts.split(",")
+    print(f"{args.family} {args.drafter}, {args.max_tokens} tokens, {args.seeds} seeds, "
+          f"draft step {step:.2f}, a pass of 2 / 5 / {most + 1} tokens {passes[1]:.2f} / "
+          f"{passes[4]:.2f} / {passes[most]:.2f} plain steps")
+    print(f"{'prompt':<11} {'right':>5}" + "".join(f"{n[:9]:>10}" for n in factories)
+          + "".join(f"{'k=' + str(k):>7}" for k in fixed))
+    speeds: dict[str, list[float]] = {name: [] for name in factories}
+    bests: list[tuple[float, float]] = []  # (best fixed k or plain, plain) per prompt
+    for name in prompts:
         data = record(args.family, name, args.max_tokens, args.drafter)
-        most = len(data["passes"]) - 1 if args.drafter == "draft" else MAX_MTP_DEPTH
-        if args.costs:
-            step, slope = (float(v) for v in args.costs.split(","))
-            data = {**data, "draft_step": step,
-                    "passes": [1.0 + slope * k for k in range(most + 1)]}
 
-        def mean_speed(make, clock: ChoiceClock | None = None) -> float:
-            return statistics.mean(
-                replay(make(), data, random.Random(seed), args.noise,
-                       args.calibration_error, args.guess_token, args.catch_up_token, clock,
-                       args.blind, args.round_work, linger,
-                       slow_positions(len(data["runs"]), stretches, seed), slow_factor)
-                for seed in range(args.seeds))
+        def mean_speed(make, clock: ChoiceClock) -> float:
+            return statistics.mean(replay(make(), data, random.Random(seed), costs, clock)
+                                   for seed in range(args.seeds))
 
-        costs = None if args.uncalibrated else (data["draft_step"], tuple(data["passes"]))
-
-        def typical(module: ModuleType) -> list:
-            """The calibration's survival of the draft's guesses, for an ``auto`` that
-            takes it (an older copy replayed with ``--against`` may not)."""
-            takes = "typical" in inspect.signature(module.AdaptiveLength).parameters
-            known = tuple(data["typical"]) if not args.uncalibrated else ()
-            return [known or None] if takes else []
-        autos = {label: mean_speed(lambda m=module: m.AdaptiveLength(most, costs, *typical(m)),
-                                   clocks[label])
-                 for label, module in policies.items()}
-        ks = {k: mean_speed(lambda k=k: draft_length.FixedLength(k)) for k in fixed}
+        from specdeck.engines.auto.length import FixedLength
+        by_k = {k: mean_speed(functools.partial(FixedLength, k), ChoiceClock())
+                for k in [0, *fixed]}
+        for policy, make in factories.items():
+            speeds[policy].append(mean_speed(make, clocks[policy]))
+        bests.append((max(by_k.values()), by_k[0]))
         right = sum(run > 0 for run in data["runs"]) / len(data["runs"])
-        # Plain decoding meets the slow stretches too.
-        plain = mean_speed(lambda: draft_length.FixedLength(0)) if stretches else 1.0
-        best = max(max(ks.values()), plain)
-        for label, speed in autos.items():
-            against_best[label].append(speed / best)
-            if best == plain:
-                against_plain[label].append(speed / plain)
-        print(f"{Path(name).stem[:12]:<12} {right:>5.2f} "
-              + "".join(f"{v:>7.3f}x" for v in autos.values())
-              + "".join(f"{v:>6.3f}x" for v in ks.values())
-              + f"  {against_best['auto'][-1]:.3f}")
-    for label in policies:
-        print(f"{label}: " + summary_line(against_best[label], against_plain[label]))
-    print("choosing: " + ", ".join(f"{label} {clock.ms:.3f} ms a round"
-                                   for label, clock in clocks.items())
-          + (f" ({clocks['auto'].seconds / clocks['against'].seconds:.2f}x)"
-             if "against" in clocks else ""))
+        print(f"{Path(name).stem[:11]:<11} {right:>5.2f}"
+              + "".join(f"{s[-1]:>9.3f}x" for s in speeds.values())
+              + "".join(f"{by_k[k]:>6.3f}x" for k in fixed), flush=True)
+    print()
+    for policy, values in speeds.items():
+        print(f"{policy}: " + summary(values, bests))
+    for other in [name for name in speeds if name == "before" or name in variant_names]:
+        print(f"{other} against auto: " + against_auto(speeds[other], speeds["auto"]))
+    print("choosing: " + ", ".join(f"{name} {clock.ms:.3f} ms" for name, clock in clocks.items()
+                                   if clock.calls))
     return 0
 
 
-def summary_line(against_best: list[float], against_plain: list[float]) -> str:
-    """auto / the best fixed k over the prompts (mean, lowest, how many within 5 %), and
-    auto / plain on the prompts where no fixed k beat plain."""
-    line = (f"auto/best: mean {statistics.mean(against_best):.3f}, lowest "
-            f"{min(against_best):.3f}, within 5 % on "
-            f"{sum(r >= 0.95 for r in against_best)} of {len(against_best)}")
-    if against_plain:
-        line += (f"; where every k loses ({len(against_plain)}): auto "
-                 f"{min(against_plain):.3f}-{max(against_plain):.3f}x plain")
+def against_auto(other: list[float], auto: list[float]) -> str:
+    """Another policy against ``auto`` over the prompts: the mean of their speed ratios,
+    and the time it saves per token in plain steps (a share of plain decoding's time),
+    each with its standard error."""
+    def mean_error(values: list[float]) -> tuple[float, float]:
+        error = statistics.stdev(values) / math.sqrt(len(values)) if len(values) > 1 else 0.0
+        return statistics.mean(values), error
+
+    ratio, ratio_error = mean_error([o / a for o, a in zip(other, auto)])
+    saved, saved_error = mean_error([1 / a - 1 / o for o, a in zip(other, auto)])
+    return (f"speed {ratio:.4f}x +- {ratio_error:.4f}; saves {saved:+.2%} +- "
+            f"{saved_error:.2%} of plain's time (lowest ratio "
+            f"{min(o / a for o, a in zip(other, auto)):.3f} over {len(auto)} prompts)")
+
+
+def summary(values: list[float], bests: list[tuple[float, float]]) -> str:
+    """A policy over the prompts: its mean against the best fixed k (plain included);
+    where that k beats plain by more than 5 %, how many it is within 5 % of; where every
+    k loses, its range against plain."""
+    against_best = [v / best for v, (best, _) in zip(values, bests)]
+    gaining = [v / best for v, (best, plain) in zip(values, bests) if best > 1.05 * plain]
+    losing = [v / plain for v, (best, plain) in zip(values, bests) if best <= plain]
+    line = (f"/ best fixed k: mean {statistics.mean(against_best):.3f}, lowest "
+            f"{min(against_best):.3f}")
+    if gaining:
+        line += (f"; where the best k gains > 5 %: within 5 % on "
+                 f"{sum(r >= 0.95 for r in gaining)} of {len(gaining)}")
+    if losing:
+        line += (f"; where every k loses ({len(losing)}): {min(losing):.3f}-"
+                 f"{max(losing):.3f}x plain")
     return line
 
 

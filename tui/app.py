@@ -32,7 +32,7 @@ from textual.timer import Timer
 from textual.widgets import Header
 
 from specdeck.engines.models.catalog import token_decoder
-from specdeck.engines.core.config import AUTO, MAX_DRAFT_TOKENS, DecodeSettings
+from specdeck.engines.core.config import MAX_DRAFT_TOKENS, DecodeSettings
 from specdeck.engines.core.events import Done, Event, Trace
 from specdeck.engines.core.formatting import duration, ordinal, percent, plural
 from specdeck.engines.core.stats import cost_model, plain_step_seconds, speedup, spread
@@ -906,7 +906,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
         stats = pane.stats
         plain = self._panes.get("plain")
         baseline = plain.stats.tokens_per_s if plain is not None and plain is not pane else None
-        chosen = any(r.auto_k is not None for r in pane.rounds[:pane.rounds_shown])
+        chosen = any(r.length is not None for r in pane.rounds[:pane.rounds_shown])
         self.push_screen(CostScreen(
             f"{pane.strategy} {pane.detail}".strip(), cost_model(stats, plain_step_seconds(baseline)),
             speedup(stats.tokens_per_s, baseline), pane.rounds_shown, chosen))
@@ -968,8 +968,8 @@ class SpecdeckApp(LiteralNotify, App[None]):
         if not self._live_only():
             return
         k = self.request.settings.num_draft_tokens
-        if k == AUTO:
-            self.notify("k is auto, chosen round by round: s (settings) sets a number")
+        if isinstance(k, str):
+            self.notify(f"k is {k}, chosen round by round: s (settings) sets a number")
             return
         k += delta
         if not 1 <= k <= MAX_DRAFT_TOKENS:

@@ -63,7 +63,7 @@ def drafting_speed(model: CostModel, k: int | None = None) -> float:
 
 
 def position_words(model: CostModel, chosen: bool = False) -> str:
-    """What the cost line is and where it crosses; with ``chosen`` (``auto`` chose each
+    """What the cost line is and where it crosses; with ``chosen`` (a policy chose each
     round's k) how to see deeper is a fixed k, not ``]``."""
     best = model.best_k()
     text = (
@@ -103,7 +103,7 @@ def bar(share: float, width: int, line_at: int) -> Text:
 def position_rows(model: CostModel, width: int, chosen: bool = False) -> Text:
     """A row per draft position: k, the survival bar across the cost line, the survival,
     and the tokens per pass, cost and predicted speedup had the run stopped at that k.
-    The deepest row is the run's k, or (``chosen``: ``auto`` chose each round's k, so no
+    The deepest row is the run's k, or (``chosen``: a policy chose each round's k, so no
     one row is the run) the deepest it drafted."""
     bar_width = max(10, min(40, width - _AROUND))
     line_at = min(bar_width - 1, round(model.cost_line() * bar_width))
@@ -162,7 +162,7 @@ class CostScreen(ModalScreen[None]):
         self.model = model
         self.measured = measured
         self.rounds = rounds
-        #: Whether ``auto`` chose the rounds' k (``position_rows``).
+        #: Whether a policy (``auto``, ``grow``, ``pmin``) chose the rounds' k.
         self.chosen = chosen
 
     def compose(self) -> ComposeResult:

@@ -36,8 +36,8 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("sparkline",
      "Under each pane: accepted drafts per round, one bar per round (past 512 rounds a bar "
      "is the largest of neighbouring rounds). Tall bars are rounds the draft got right. "
-     "With k = auto a second one under it shows the drafts auto chose per round (0: a "
-     "plain step)."),
+     "With k = auto, grow or pmin a second one under it shows the drafts its policy chose "
+     "per round (0: a plain step)."),
     ("accept",
      "Acceptance rate: accepted drafts / drafted tokens. Unchecked drafts after a "
      "rejection count as drafted: they were paid for."),
@@ -49,7 +49,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "Acceptance by draft position: the share of rounds whose first i drafts ALL lived "
      "(the survival at i), among the rounds that drafted that far. When every round drafts "
      "the same k it can only fall as i grows: the same rounds, each with one more draft to "
-     "live. With auto k, chain or prompt lookup (or a short last round) rounds draft "
+     "live. With a k policy, chain or prompt lookup (or a short last round) rounds draft "
      "different numbers and each i counts only the rounds that drafted that far, so it can "
      "rise. The conditional rate, 'kept given the ones before it were', is survival(i) / "
      "survival(i - 1). llama.cpp and vLLM also give the survival, but divide by every "
@@ -89,12 +89,18 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "last n tokens occurred before; what followed them then is the draft). The chain's "
      "other accepted drafts (underlined) came from the draft model or the MTP head."),
     ("auto k",
-     "k chosen round by round: from the survival measured so far and the measured cost of "
-     "a draft step and of each verify length, auto drafts the k with the most tokens per "
-     "unit of time, 0 when no k pays; every few rounds it tries a neighbour. With a draft "
-     "model at temperature 0 it picks among the drafting k by replaying each over the "
-     "draft's right and wrong guesses at the latest tokens (where each k's rounds would "
-     "have started, too). The inspector says why it chose each round's k."),
+     "k chosen round by round: from the survival measured so far at each draft position "
+     "and the measured cost of a draft step and of each verify length, auto drafts the k "
+     "with the most tokens per unit of time, 0 when no k pays; every 8 rounds it tries a "
+     "neighbour. At plain steps it learns from the draft's greedy guesses at their tokens "
+     "(temperature 0), else tries drafting now and then. The inspector says why it chose "
+     "each round's k."),
+    ("grow k",
+     "transformers' schedule (num_assistant_tokens): 2 drafts more after a round that kept "
+     "every draft, 1 fewer after a round that did not, from 20 (16 here)."),
+    ("pmin k",
+     "llama.cpp's rule (--draft-p-min): each round drafts while the draft's top "
+     "probability at the next position is at least P, up to 16 drafts."),
     ("mlx-lm rule",
      "Sampled runs (temperature > 0): what mlx-lm's exact-match rule would have kept of the "
      "same drafts. It keeps a draft only when the target's own sample equals it (about sum "

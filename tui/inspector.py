@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
-from specdeck.engines.auto.draft_length import choice_words, guess_words
+from specdeck.engines.auto.explain import choice_words, guess_words
 from specdeck.engines.core.events import DRAFTER_WORDS, Round
 from specdeck.engines.core.formatting import MISSING, plural
 from specdeck.safe_text.rich_text import literal
@@ -151,7 +151,8 @@ def verdict(strategy: str, event: Round, number: int, total: int) -> str:
     """The round in two lines: where it is, what lived, the tokens this target pass
     bought (and for ``chain``, who drafted); the rollback. Then, where they apply, what
     mlx-lm's exact-match rule would have kept of the same drafts (temperature > 0),
-    why ``auto`` chose the round's k and what the draft's guesses judged after it showed."""
+    why the round's draft-length policy chose its k and what the draft's guesses judged
+    after it showed."""
     drafted = len(event.drafted)
     kept = (f"{event.accepted} of {drafted} accepted" if drafted
             else "nothing drafted")

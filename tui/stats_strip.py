@@ -82,12 +82,12 @@ def _figure(text: str, widest: str, breakable: bool = False) -> Figure:
 
 def stats_figures(stats: Stats, baseline_tokens_per_s: float | None, is_baseline: bool,
                   memory_estimate: int | None = None, *, sampled: bool = False,
-                  auto_k: int | None = None) -> list[Figure]:
+                  chosen_k: int | None = None, policy: str = "auto") -> list[Figure]:
     """What a pane's strip says, most important first: speed, speedup and acceptance
     come first, so the first line (all a short pane has room for) holds them. A
     ``sampled`` run (temperature > 0) shows beside its acceptance what mlx-lm's
-    exact-match rule would have kept of the same drafts; an ``auto`` one the k it chose
-    last."""
+    exact-match rule would have kept of the same drafts; one under a draft-length
+    ``policy`` the k it chose last."""
     ratio = speedup(stats.tokens_per_s, baseline_tokens_per_s)
     versus = "baseline" if is_baseline else (MISSING if ratio is None else f"{times(ratio)} plain")
     figures = [_figure(rate(stats.tokens_per_s), "9999.9 tok/s"),
@@ -108,8 +108,8 @@ def stats_figures(stats: Stats, baseline_tokens_per_s: float | None, is_baseline
         ]
     else:
         figures.append(_figure("no drafts", ""))
-    if auto_k is not None:
-        figures.append(_figure(f"auto k {auto_k}", "auto k 16"))
+    if chosen_k is not None:
+        figures.append(_figure(f"{policy} k {chosen_k}", f"{policy} k 16"))
     figures += [
         _figure(f"ttft {duration(stats.ttft_seconds)}", "ttft 999 ms"),
         # The measured peak next to the estimate made before loading, when there is one.
@@ -215,9 +215,11 @@ class StatsStrip(Vertical):
         """Forget every event (the pane shows none again)."""
         self._accumulator = StatsAccumulator()
         self._series = RoundSeries()
-        #: The drafts ``auto`` chose per round, and the last (None: not an auto run).
+        #: The drafts its policy chose per round (``pmin``: drafted), and the last
+        #: (None: a fixed k).
         self._chosen = RoundSeries()
         self._auto_k: int | None = None
+        self._policy = "auto"
         #: Whether a round drew uniforms (temperature > 0): the acceptance rules differ.
         self._sampled = False
 
@@ -227,9 +229,11 @@ class StatsStrip(Vertical):
             if isinstance(event, Round):
                 self._series.add(float(event.accepted))
                 self._sampled = self._sampled or event.uniforms is not None
-                if event.auto_k is not None:
-                    self._auto_k = event.auto_k
-                    self._chosen.add(float(event.auto_k))
+                if event.length is not None:
+                    self._policy = event.length.policy
+                    self._auto_k = (len(event.drafted) if self._policy == "pmin"
+                                    else event.length.k)
+                    self._chosen.add(float(self._auto_k))
 
     def fit(self, width: int, room: int) -> None:
         """The pane's inner ``width`` and height (``room``) changed: lay the lines out
@@ -251,7 +255,7 @@ class StatsStrip(Vertical):
         stats = self.stats
         self._figures = stats_figures(stats, baseline_tokens_per_s, self.is_baseline,
                                       memory_estimate, sampled=self._sampled,
-                                      auto_k=self._auto_k)
+                                      chosen_k=self._auto_k, policy=self._policy)
         self._draw()
         self.query_one(".stats-sparkline", Sparkline).data = self._series.points
         if self._auto_k is not None:

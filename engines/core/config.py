@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
-from typing import Any, Literal, Union
+from typing import Any, Union
 
 from specdeck.engines.core.errors import SettingsError
 
@@ -17,11 +17,14 @@ STRATEGIES = ("plain", "draft", "mtp", "ngram", "chain")
 DRAFTERS = {"draft": ("draft",), "mtp": ("mtp",), "ngram": ("ngram",),
             "chain": ("ngram", "draft", "mtp")}
 
-#: A draft length a controller picks round by round (``engines.draft_length``) instead
-#: of a fixed k: ``-k auto``, ``--depth auto``, ``--ngram-k auto``.
-AUTO = "auto"
-#: Drafts per round: a fixed count, or ``AUTO``.
-DraftCount = Union[int, Literal["auto"]]
+#: Draft lengths a policy picks round by round (``engines.auto``) instead of a fixed k:
+#: ``-k auto`` (measured costs and acceptance), ``-k grow`` (transformers' schedule),
+#: ``-k pmin:0.6`` (llama.cpp's ``--draft-p-min``); also ``--depth``, ``--ngram-k``.
+AUTO, GROW, PMIN = "auto", "grow", "pmin"
+#: The threshold of a bare ``pmin``: llama.cpp's default ``--draft-p-min``.
+DEFAULT_P_MIN = 0.75
+#: Drafts per round: a fixed count, or a policy (``parse_draft_count``).
+DraftCount = Union[int, str]
 
 #: How weights are kept once loaded: ``fast`` casts half precision to float32 on the CPU
 #: backend (``loading.prefer_fast_dtype``); ``native`` keeps them as stored, as ``mlx_lm
@@ -63,24 +66,53 @@ def _from_dict(cls: type, data: Any) -> Any:
             value = Sampling.from_dict(value)
             if value is None:
                 return None
-        elif type(value) not in _JSON_TYPES[f.type] or (type(value) is str and value != AUTO):
+        elif type(value) not in _JSON_TYPES[f.type] or (
+                type(value) is str and not is_policy(value)):
             return None
         values[f.name] = value
     return cls(**values)
 
 
 def parse_draft_count(text: str) -> DraftCount:
-    """``auto`` or a whole number, as typed on a command line or in a form; ValueError
-    otherwise."""
-    text = text.strip()
-    return AUTO if text.lower() == AUTO else int(text)
+    """A whole number, ``auto``, ``grow``, ``pmin`` or ``pmin:P`` (0 < P < 1), as typed
+    on a command line or in a form; ValueError otherwise."""
+    text = text.strip().lower()
+    if text in (AUTO, GROW):
+        return text
+    if text == PMIN:
+        return f"{PMIN}:{DEFAULT_P_MIN:g}"
+    if text.startswith(f"{PMIN}:"):
+        p_min = float(text[len(PMIN) + 1:])
+        if not 0.0 < p_min < 1.0:
+            raise ValueError(f"pmin's threshold must be between 0 and 1 (got {p_min:g})")
+        return f"{PMIN}:{p_min:g}"
+    return int(text)
+
+
+def is_policy(value: object) -> bool:
+    """Whether ``value`` names a draft-length policy as ``parse_draft_count`` writes it."""
+    try:
+        return type(value) is str and parse_draft_count(value) == value
+    except ValueError:
+        return False
+
+
+def policy_name(count: DraftCount) -> str | None:
+    """``auto``, ``grow`` or ``pmin`` for a policy; None for a fixed k."""
+    return count.partition(":")[0] if isinstance(count, str) else None
+
+
+def p_min_of(count: str) -> float:
+    """The threshold of a ``pmin:P`` count."""
+    return float(count.partition(":")[2])
 
 
 def _check_count(value: DraftCount, most: int, what: str) -> None:
-    if value == AUTO:
+    if is_policy(value):
         return
     if type(value) is not int or not 1 <= value <= most:
-        raise SettingsError(f"{what} must be between 1 and {most}, or auto (got {value!r})")
+        raise SettingsError(f"{what} must be between 1 and {most}, or auto, grow or "
+                            f"pmin:P (got {value!r})")
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,12 +152,13 @@ class DecodeSettings:
 
     max_tokens: int = 256
     sampling: Sampling = field(default_factory=Sampling)
-    #: Drafts per round for the ``draft`` strategy (k), or ``auto``.
+    #: Drafts per round for the ``draft`` strategy (k), or a policy (``auto``, ``grow``,
+    #: ``pmin:P``).
     num_draft_tokens: DraftCount = 2
-    #: Drafts per cycle for the ``mtp`` strategy, or ``auto``.
+    #: Drafts per cycle for the ``mtp`` strategy, or a policy.
     mtp_depth: DraftCount = 1
     #: Match length for the ``ngram`` strategy, and its maximum drafts per round (or
-    #: ``auto``).
+    #: a policy).
     ngram_n: int = 3
     ngram_k: DraftCount = 4
     #: How many of the target's top alternatives to record per verified position (0: none).
@@ -154,18 +187,18 @@ class DecodeSettings:
             raise SettingsError(f"max KV size must be >= 8 (got {self.max_kv_size})")
 
     def draft_count(self, drafter: str) -> DraftCount:
-        """The setting of a drafter (``draft``, ``mtp``, ``ngram``): k or ``auto``."""
+        """The setting of a drafter (``draft``, ``mtp``, ``ngram``): k or a policy."""
         return {"draft": self.num_draft_tokens, "mtp": self.mtp_depth,
                 "ngram": self.ngram_k}[drafter]
 
     def max_drafts(self, strategy: str) -> int:
-        """The most drafts one round of ``strategy`` proposes (plain: none; ``auto``:
-        the most its controller may choose; ``chain``: the most of its drafters')."""
+        """The most drafts one round of ``strategy`` proposes (plain: none; a policy:
+        the most it may choose; ``chain``: the most of its drafters')."""
         return max((self._most(drafter) for drafter in DRAFTERS.get(strategy, ())), default=0)
 
     def _most(self, drafter: str) -> int:
         count = self.draft_count(drafter)
-        if count != AUTO:
+        if not isinstance(count, str):
             return count
         return MAX_MTP_DEPTH if drafter == "mtp" else MAX_DRAFT_TOKENS
 

@@ -39,6 +39,42 @@ class Prefill:
     type: Literal["prefill"] = "prefill"
 
 
+#: Who chose a round's k: a fixed k (recorded as no choice: ``Round.length`` None), or a
+#: policy (``engines.auto``).
+LengthPolicy = Literal["fixed", "auto", "pmin", "grow"]
+#: Why a draft-length policy chose a round's k, in its own terms. ``auto``: ``best``
+#: (the most tokens per one-token pass predicted), ``explore`` (a neighbour of the best,
+#: to keep its estimates honest), ``try`` (drafting tried from plain steps), ``time`` (a
+#: plain step timed to price rounds against), ``start`` (a first round, before anything
+#: prices one); ``grow``: ``start``, ``grew`` (every draft of the round before kept),
+#: ``shrank`` (one rejected); ``pmin``: ``p_min`` (draft while the draft is sure).
+LengthWhy = Literal["fixed", "best", "explore", "try", "time", "start", "grew", "shrank",
+                    "p_min"]
+
+
+@dataclass(frozen=True, slots=True)
+class LengthChoice:
+    """What a draft-length policy chose for one round, and why (``engines.auto``)."""
+
+    policy: LengthPolicy
+    #: The drafts asked for; the proposer may give fewer (a short n-gram match, the
+    #: run's token limit, ``pmin``'s stop).
+    k: int
+    why: LengthWhy
+    #: ``auto``: the tokens ``E(k)`` it expected, and the round's cost ``C(k)`` in
+    #: one-token passes (None: nothing priced yet).
+    tokens: float | None = None
+    cost: float | None = None
+    #: ``pmin``: the threshold, and the draft's top probability at the position where
+    #: drafting stopped short of ``k`` (None: it did not).
+    p_min: float | None = None
+    stopped: float | None = None
+    #: ``auto`` at temperature 0, at plain steps: the draft model's greedy guesses at
+    #: the tokens since it last caught up, judged after this round (true: the guess was
+    #: the target's token, so a draft there would have been kept).
+    guesses: list[bool] | None = None
+
+
 @dataclass(slots=True)
 class Round:
     """One draft-and-verify cycle (plain decoding: a round with no drafts).
@@ -91,26 +127,9 @@ class Round:
     #: Which drafter proposed ``drafted``: ``draft``, ``mtp`` or ``ngram`` (the
     #: ``chain`` strategy picks one per round). None when nothing was drafted.
     proposer: Drafter | None = None
-    #: With ``auto`` drafts (``engines.draft_length``): the k asked for (the proposer
-    #: may give fewer: a short n-gram match, the run's last tokens), the tokens ``E(k)``
-    #: it expected and the cost ``C(k)`` in one-token passes (None: nothing measured
-    #: yet), and whether it was exploring (any k but the best predicted) and, of those,
-    #: hoping (deeper, on positions too few drafts have judged), and the deeper k
-    #: predicted faster that it held back from (too few rounds had judged it), and
-    #: whether a plain step was chosen as no k could pay even were every draft kept.
-    #: None / False with a fixed k.
-    auto_k: int | None = None
-    auto_tokens: float | None = None
-    auto_cost: float | None = None
-    auto_explored: bool = False
-    auto_hoped: bool = False
-    auto_held: int | None = None
-    auto_ruled_out: bool = False
-    #: With ``auto`` at temperature 0, where it stands at plain steps: the draft
-    #: model's greedy guesses at the tokens since its last catch-up, judged once this
-    #: round ended (true: the guess was the target's token, so a draft there would
-    #: have been kept). None when no guesses were judged after this round.
-    guesses: list[bool] | None = None
+    #: What the round's draft-length policy (``auto``, ``pmin``, ``grow``) chose and
+    #: why; None with a fixed k.
+    length: LengthChoice | None = None
     type: Literal["round"] = "round"
 
     @property

@@ -10,7 +10,7 @@ included, which is what mlx-lm's ``speculative_generate_step`` cannot show.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Iterator, Mapping, Protocol, Sequence
 
 import mlx.core as mx
@@ -22,10 +22,8 @@ from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import (
     CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, forward_hidden, prefill_event, wired_limit,
 )
-from specdeck.engines.auto.draft_length import (
-    AdaptiveLength, DraftLength, LearnsFromGuesses, LengthChoice,
-)
-from specdeck.engines.core.events import EndKind, Event, Round
+from specdeck.engines.auto.length import DraftLength, LearnsFromGuesses
+from specdeck.engines.core.events import EndKind, Event, LengthChoice, Round
 from specdeck.engines.models.loading import LoadedModel
 from specdeck.engines.decode.rollback import Checkpoint, Rewind, checkpoint, rewind
 from specdeck.engines.decode.sampling import (
@@ -77,25 +75,19 @@ class Proposer(Protocol):
         queued first, as plain decoding queues its next step."""
         ...
 
-    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
-        """Up to ``count`` draft ids (lazy, 1-D) and the sampling log-probs (n, V) they
-        were drawn from, or None when the proposer is deterministic."""
+    def propose(self, count: int, p_min: float | None = None
+                ) -> tuple[mx.array, mx.array | None, float | None]:
+        """Up to ``count`` draft ids (lazy, 1-D), the sampling log-probs (n, V) they
+        were drawn from (None when the proposer is deterministic) and, with ``p_min``
+        (the ``pmin`` policy), the draft's top probability at the position where it
+        stopped short of ``count`` because that probability was under ``p_min`` (else
+        None)."""
         ...
 
     def guesses(self, at_least: int) -> list[bool] | None:
         """``guesser``'s greedy guess at each token it has not seen yet (verified rounds
         it did not draft), judged against that token; None while fewer than
         ``at_least`` are pending. Asked only at temperature 0, of a ``guesser``."""
-        ...
-
-    def judge_guesses(self) -> None:
-        """``guesses`` will be asked for, and ``bonus_guess`` after every round."""
-        ...
-
-    def bonus_guess(self) -> tuple[int, bool] | None:
-        """After a round ``guesser`` drafted and the target kept in full (k drafts):
-        k, and whether its greedy guess at the target's token after them was right;
-        None after any other round. Asked only at temperature 0, of a ``guesser``."""
         ...
 
     def settle(
@@ -140,23 +132,25 @@ def run_speculative(
     output = Output(target.tokenizer, settings)
 
     # At temperature 0 ``auto`` learns from the draft model's guesses over the plain
-    # steps' tokens what drafting rounds there would have kept, for a fraction of a step
-    # (told before its first choice: its first tries start from them).
+    # steps' tokens what drafting rounds there would have kept, for a fraction of a step.
     guessing = lengths.get(proposer.guesser or "") if sampling.greedy else None
     if not isinstance(guessing, LearnsFromGuesses):
         guessing = None
     else:
         guessing.expect_guesses()
-        proposer.judge_guesses()
     # Each drafter's choice for its next round, made from the rounds before the last
-    # while the last one's drafts compute (``engines.draft_length``).
+    # while the last one's drafts compute (``engines.auto``).
     choices = {name: policy.choose() for name, policy in lengths.items()}
 
     def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
         drafter = proposer.drafter()
         choice = choices[drafter]
         with mx.stream(generation_stream):
-            return (*proposer.propose(min(choice.k, output.remaining)), drafter, choice)
+            drafts, lp, stopped = proposer.propose(min(choice.k, output.remaining),
+                                                   choice.p_min)
+        if stopped is not None:
+            choice = replace(choice, stopped=stopped)
+        return drafts, lp, drafter, choice
 
     with wired_limit():
         timer = Timer(clock)
@@ -211,8 +205,6 @@ def run_speculative(
                 mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
             mx.eval(verdict.passed, verdict.fallback)
             drafted = drafts.tolist()
-            if guessing is not None and (bonus := proposer.bonus_guess()) is not None:
-                guessing.observe_bonus(*bonus)
             accepted = leading_run(verdict.passed.tolist())
             token = verdict.fallback.tolist()[accepted]
 
@@ -285,11 +277,8 @@ def run_speculative(
                 replayed=replayed,
                 proposer=this_drafter if k else None,
             )
-            if isinstance(lengths[this_drafter], AdaptiveLength):
-                event.auto_k, event.auto_tokens = this_choice.k, this_choice.tokens
-                event.auto_cost, event.auto_explored = this_choice.cost, this_choice.explored
-                event.auto_hoped, event.auto_held = this_choice.hoped, this_choice.held
-                event.auto_ruled_out = this_choice.ruled_out
+            if this_choice.policy != "fixed":
+                event.length = this_choice
             lengths[this_drafter].observe(event)
             if guessing is not None and not output.finished and (
                     wait := guessing.guess_after()) is not None:
@@ -297,7 +286,8 @@ def run_speculative(
                     judged = proposer.guesses(wait)
                 if judged:
                     guessing.observe_guesses(judged)
-                    event.guesses = judged
+                    if event.length is not None:
+                        event.length = replace(event.length, guesses=judged)
             choices[this_drafter] = lengths[this_drafter].choose()
             yield event
             if output.finished:

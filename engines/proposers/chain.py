@@ -22,7 +22,7 @@ from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock
 from specdeck.engines.proposers.draft import DraftModel
-from specdeck.engines.auto.draft_length import draft_length
+from specdeck.engines.auto.length import draft_length
 from specdeck.engines.core.errors import SettingsError
 from specdeck.engines.core.events import Event
 from specdeck.engines.models.loading import LoadedModel
@@ -60,18 +60,13 @@ class Chain:
     def may_draft(self, counts: Mapping[str, int]) -> bool:
         return self.lookup.may_draft(counts) or self.fallback.may_draft(counts)
 
-    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
+    def propose(self, count: int, p_min: float | None = None
+                ) -> tuple[mx.array, mx.array | None, float | None]:
         """Drafts from the drafter ``drafter`` named for this round."""
-        return (self.lookup if self.copying else self.fallback).propose(count)
+        return (self.lookup if self.copying else self.fallback).propose(count, p_min)
 
     def guesses(self, at_least: int) -> list[bool] | None:
         return self.fallback.guesses(at_least)
-
-    def judge_guesses(self) -> None:
-        self.fallback.judge_guesses()
-
-    def bonus_guess(self) -> tuple[int, bool] | None:
-        return self.fallback.bonus_guess()
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None

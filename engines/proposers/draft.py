@@ -12,7 +12,7 @@ from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock, prefill
 from specdeck.engines.proposers.draft_vocab import WholeVocabulary
-from specdeck.engines.auto.draft_length import draft_length
+from specdeck.engines.auto.length import draft_length
 from specdeck.engines.core.events import Event
 from specdeck.engines.models.loading import LoadedModel
 from specdeck.engines.decode.rollback import Checkpoint, checkpoint, restore
@@ -46,13 +46,6 @@ class DraftModel:
         self.keys = keys
         self.pending: mx.array | None = None
         self.points: list[Checkpoint] = []
-        #: Whether its guess at the target's token after a round it drafted in full is
-        #: judged (``judge_guesses``).
-        self.judging = False
-        #: The drafts of the round just settled when the target kept them all, else 0.
-        self.full = 0
-        #: Those drafts and the verdict on that guess, until ``bonus_guess`` reads it.
-        self.bonus: tuple[int, mx.array] | None = None
 
     def drafter(self) -> str:
         return "draft"
@@ -66,35 +59,34 @@ class DraftModel:
     def may_draft(self, counts: Mapping[str, int]) -> bool:
         return counts[self.drafter()] > 0
 
-    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
+    def propose(self, count: int, p_min: float | None = None
+                ) -> tuple[mx.array, mx.array | None, float | None]:
         y = self.pending
         self.points = []
-        full, self.full = self.full, 0
         if not count:
-            return no_drafts(), None
+            return no_drafts(), None, None
         if y.size > 2:
             # Rounds it skipped. (The two tokens after a round it drafted in full go in
             # together, as mlx-lm feeds them.)
-            y = prefill(self.model, self.cache, y, self.prefill_step_size)
+            y = self.pending = prefill(self.model, self.cache, y, self.prefill_step_size)
         drafts, lps = [], []
-        for i in range(count):
+        for _ in range(count):
             self.points.append(checkpoint(self.cache, y.size))
             # (1, V) and (1,): no reshaping between steps (on the CPU backend every
             # operation costs dispatch time, and this loop is most of a round).
-            if i == 0 and full and self.judging:
-                # y is the last draft and the target's token after it: the guess after
-                # the draft comes from the same pass, one row more of the output layer.
-                logits, guessed = self.vocabulary.step_guessing(self.cache, y)
-                self.bonus = (full, guessed == y[1:])
-                mx.async_eval(self.bonus[1])
-            else:
-                logits = self.vocabulary.step(self.cache, y)
-            lp = sampling_logprobs(logits, self.sampling)
+            lp = sampling_logprobs(self.vocabulary.step(self.cache, y), self.sampling)
+            if p_min is not None and (top := mx.exp(lp.max()).item()) < p_min:
+                # ``pmin``: no draft here; the step that read y is undone, so y is
+                # still to be fed, as after a round that drafted nothing.
+                restore(self.cache, self.points.pop(), discard=y.size)
+                if not drafts:
+                    return no_drafts(), None, top
+                return mx.concatenate(drafts), mx.concatenate(lps), top
             y = self.vocabulary.pick(choose(lp, self.sampling, self.keys))
             mx.async_eval(y)
             drafts.append(y)
             lps.append(self.vocabulary.widen(lp))
-        return mx.concatenate(drafts), mx.concatenate(lps)
+        return mx.concatenate(drafts), mx.concatenate(lps), None
 
     def guesses(self, at_least: int) -> list[bool] | None:
         """Catch up on the tokens it skipped with its output layer on every one: its
@@ -108,23 +100,11 @@ class DraftModel:
         self.pending = y[-1:]
         return (guessed == y[1:]).tolist()
 
-    def judge_guesses(self) -> None:
-        self.judging = True
-
-    def bonus_guess(self) -> tuple[int, bool] | None:
-        """After a round it drafted in full (k drafts, all kept): k, and whether its
-        greedy guess at the target's token after them was right, judged with the next
-        round's first draft step; None when that round drafted nothing (``guesses``
-        judges it then)."""
-        bonus, self.bonus = self.bonus, None
-        return None if bonus is None else (bonus[0], bool(bonus[1].item()))
-
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
         k, points = len(drafts), self.points
         self.points = []
-        self.full = k if points and accepted == k else 0
         if not points:  # someone else drafted, or nobody: catch up next time
             kept = mx.array(drafts[:accepted] + [token], mx.uint32)
             self.pending = mx.concatenate([self.pending, kept])

@@ -40,7 +40,7 @@ from mlx_lm.models.qwen3_5 import TextModelArgs
 from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock, log_probs, split_at_output
-from specdeck.engines.auto.draft_length import draft_length
+from specdeck.engines.auto.length import draft_length
 from specdeck.engines.core.errors import ModelError
 from specdeck.engines.core.events import Event
 from specdeck.engines.models.loading import LoadedModel, prefer_fast_dtype
@@ -153,20 +153,25 @@ class MtpDrafter:
     def may_draft(self, counts: Mapping[str, int]) -> bool:
         return counts[self.drafter()] > 0
 
-    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
+    def propose(self, count: int, p_min: float | None = None
+                ) -> tuple[mx.array, mx.array | None, float | None]:
         if self.hidden is None or not count:
-            return no_drafts(), None
+            return no_drafts(), None, None
         hidden, token = self.hidden, mx.array([[self.token]], mx.uint32)
         drafts, lps = [], []
         for _ in range(count):
             hidden, lp = self.head(hidden, token)
             lp = sampling_logprobs(lp, self.sampling)
+            if p_min is not None and (top := mx.exp(lp.max()).item()) < p_min:
+                if not drafts:  # ``pmin``: the head is unsure of its first draft
+                    return no_drafts(), None, top
+                return mx.concatenate(drafts), mx.concatenate(lps), top
             draft = choose(lp, self.sampling, self.keys)
             mx.async_eval(draft)
             drafts.append(draft)
             lps.append(lp)
             token = draft[None]
-        return mx.concatenate(drafts), mx.concatenate(lps)
+        return mx.concatenate(drafts), mx.concatenate(lps), None
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None

@@ -18,7 +18,7 @@ import mlx.core as mx
 from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock
-from specdeck.engines.auto.draft_length import draft_length
+from specdeck.engines.auto.length import draft_length
 from specdeck.engines.core.events import Event
 from specdeck.engines.models.loading import LoadedModel
 from specdeck.engines.decode.sampling import KeyStream, no_drafts
@@ -80,10 +80,12 @@ class PromptLookup:
         head = tuple(history[len(history) - n + 1:])
         return head in self.heads or (len(history) >= n and tuple(history[-n:-1]) == head)
 
-    def propose(self, count: int) -> tuple[mx.array, mx.array | None]:
+    def propose(self, count: int, p_min: float | None = None
+                ) -> tuple[mx.array, mx.array | None, float | None]:
+        """Up to ``count`` copied tokens: certain drafts, which ``p_min`` never stops."""
         start = self.match()
         drafts = [] if start is None else self.history[start : start + count]
-        return (mx.array(drafts, mx.uint32) if drafts else no_drafts()), None
+        return (mx.array(drafts, mx.uint32) if drafts else no_drafts()), None, None
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
-from specdeck.engines.core.config import AUTO, DecodeSettings
+from specdeck.engines.core.config import AUTO, DecodeSettings, policy_name
 from specdeck.engines.core.errors import SettingsError
 from specdeck.engines.decode.shared import Clock
-from specdeck.engines.auto.draft_length import auto_estimate_line
+from specdeck.engines.auto.explain import auto_estimate_line
 from specdeck.engines.core.events import Event, Trace
 from specdeck.engines.measure.blas_threads import fit_blas_threads_to
 from specdeck.engines.measure.calibration import Calibration, estimate_line, load_calibration
@@ -154,11 +154,13 @@ def time_estimates(request: CompareRequest, calibration: Calibration | None) -> 
     if calibration is None:
         return []
     settings = request.settings
-    return [f"{name}: " + (auto_estimate_line(calibration, name, settings.sampling.greedy)
+    # ``grow`` and ``pmin`` choose by rules no calibration changes: nothing to say.
+    names = [name for name in request.strategies if name in calibration.proposers
+             and policy_name(settings.draft_count(name)) in (None, AUTO)]
+    return [f"{name}: " + (auto_estimate_line(calibration, name)
                            if settings.draft_count(name) == AUTO
                            else estimate_line(calibration, name, settings.max_drafts(name)))
-            for name in request.strategies
-            if name in calibration.proposers and settings.max_drafts(name)]
+            for name in names if settings.max_drafts(name)]
 
 
 def check_context(target: ModelInfo, prompt_tokens: int, settings: DecodeSettings) -> str | None:

@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from specdeck.engines.runs.compare import encode_prompt, load_models
-from specdeck.engines.core.config import AUTO, DecodeSettings, DraftCount
+from specdeck.engines.core.config import DecodeSettings, DraftCount
 from specdeck.engines.core.errors import SettingsError
 from specdeck.engines.core.events import Trace
 from specdeck.engines.core.formatting import times
@@ -189,9 +189,9 @@ def recommendations(cells: list[Cell]) -> list[str]:
 
 
 def _most(counts: list[DraftCount]) -> DraftCount:
-    """The setting that drafts the most of ``counts`` (``auto`` may draft up to the
+    """The setting that drafts the most of ``counts`` (a policy may draft up to the
     limit), for the memory estimate."""
-    return AUTO if AUTO in counts else max(counts, default=1)
+    return next((c for c in counts if isinstance(c, str)), max(counts, default=1))
 
 
 @dataclass

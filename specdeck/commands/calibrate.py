@@ -19,7 +19,6 @@ from specdeck.engines.measure.calibration import (
     GUESS_PROMPTS, GUESS_TOKENS, REPS, TABLE_ACCEPTANCES, WARMUP, Calibration,
 )
 from specdeck.engines.core.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH
-from specdeck.engines.auto.draft_length import HOPELESS, hope_budget
 from specdeck.engines.core.formatting import duration, percent, times
 from specdeck.commands.progress_line import ProgressLine
 from specdeck.safe_text.plain import visible
@@ -127,24 +126,18 @@ JUDGED = {"draft": "the draft's greedy guesses", "mtp": "the MTP head's greedy d
 
 def typical_lines(cal: Calibration, proposer: str) -> list[str]:
     """What ``proposer``'s drafts on the built-in prompts predict (``typical_best_k``):
-    its survival by position, its best k there, and whether ``auto`` will hope past
-    what its counts support; none when they were not judged."""
+    its survival by position and its best k there; none when they were not judged."""
     typical = cal.typical_best_k(proposer)
     if typical is None:
         return []
     k, speed = typical
     survival = cal.typical_survival(proposer)
     best = f"best k={k}, {times(speed)}" if k else "plain decoding wins (no k beats it)"
-    hopes = hope_budget(MAX_DRAFT_TOKENS, cal.drafting_costs(proposer), survival)
-    lines = ["", f"{JUDGED[proposer]} on the built-in {' and '.join(GUESS_PROMPTS)} "
-             f"prompts ({GUESS_TOKENS} tokens each):",
-             f"  right at {percent(survival[0])} of tokens; survival by position "
-             + " ".join(percent(s) for s in survival[:4]) + " ...",
-             f"  at that: {best}"]
-    return lines + (["  auto may hope for deeper drafts than its counts support"] if hopes else
-                    ["  auto will not hope for deeper drafts than its counts support",
-                     f"  (every k past 1 is predicted {percent(1 - HOPELESS)} or more slower "
-                     "on such text)"])
+    return ["", f"{JUDGED[proposer]} on the built-in {' and '.join(GUESS_PROMPTS)} "
+            f"prompts ({GUESS_TOKENS} tokens each):",
+            f"  right at {percent(survival[0])} of tokens; survival by position "
+            + " ".join(percent(s) for s in survival[:4]) + " ...",
+            f"  at that: {best}"]
 
 
 def speedup_chart(points: list[tuple[int, float]], width: int = BAR_WIDTH) -> list[str]:

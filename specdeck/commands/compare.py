@@ -190,16 +190,16 @@ def explain_run(name: str, result) -> list[str]:
 
 
 def drafting_lines(rounds: list, stats, sampled: bool) -> list[str]:
-    """How a run drafted, where there is more to say than its acceptance: what ``auto``
-    chose, who drafted for ``chain``, and (``sampled``: temperature > 0) what mlx-lm's
+    """How a run drafted, where there is more to say than its acceptance: what its
+    draft-length policy chose, who drafted for ``chain``, and (``sampled``: temperature > 0) what mlx-lm's
     exact-match rule would have kept of the same drafts."""
-    from specdeck.engines.auto.draft_length import auto_summary
+    from specdeck.engines.auto.explain import length_summary
     from specdeck.engines.core.events import DRAFTER_WORDS
 
     lines = []
-    auto = auto_summary(rounds)
-    if auto:
-        lines.append(auto)
+    chosen = length_summary(rounds)
+    if chosen:
+        lines.append(chosen)
     drafters = [r.proposer for r in rounds if r.proposer]
     if len(set(drafters)) > 1:
         lines.append("drafted by " + ", ".join(

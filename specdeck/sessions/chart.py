@@ -57,7 +57,7 @@ def series_of(cells: list[dict]) -> dict[str, list[tuple[int, float]]]:
 def auto_levels(cells: list[dict]) -> dict[str, float]:
     """``auto``'s speedup per series (named as in ``series_of``)."""
     return {plotted[0]: cell["speedup"] for cell in cells
-            if (plotted := _plotted(cell)) is not None and type(plotted[1]) is not int}
+            if (plotted := _plotted(cell)) is not None and plotted[1] == "auto"}
 
 
 def colour_index(series: dict[str, list[tuple[int, float]]], levels: dict[str, float],

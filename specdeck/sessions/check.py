@@ -12,7 +12,7 @@ dependency; the tests validate saved sessions against the schema.
 from __future__ import annotations
 
 import types
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, fields, is_dataclass
 from functools import partial
 from itertools import chain, compress, count, repeat
 from operator import add, and_, attrgetter, eq, is_not, itemgetter, le, not_, sub
@@ -71,7 +71,21 @@ def _column_checker(hint: Any) -> Callable[[Sequence], bool]:
         return lambda col: _LIST.issuperset(map(type, col)) and item(
             list(chain.from_iterable(col))
         )
+    if is_dataclass(hint):
+        return partial(_records_check, hint)
     raise TypeError(f"no session check for the type {hint!r}")
+
+
+def _records_check(cls: type, col: Sequence) -> bool:
+    """A column of nested records (``Round.length``): objects with ``cls``'s fields
+    alone, its required ones present, each field's values well typed."""
+    if not _DICT.issuperset(map(type, col)):
+        return False
+    checks, required = _FIELD_CHECKS[cls], _REQUIRED[cls]
+    if not all(row.keys() <= checks.keys() and required <= row.keys() for row in col):
+        return False
+    return all(check([row[name] for row in col if name in row])
+               for name, check in checks.items())
 
 
 def _field_types(cls: type) -> dict[str, Any]:
@@ -79,11 +93,21 @@ def _field_types(cls: type) -> dict[str, Any]:
     return {f.name: hints[f.name] for f in fields(cls)}
 
 
-#: For each event type: field name -> column predicate.
-_FIELD_CHECKS: dict[type, dict[str, Callable[[Sequence], bool]]] = {
-    cls: {name: _column_checker(hint) for name, hint in _field_types(cls).items()}
+#: Records nested in an event (``Round.length``): the dataclass each field holds.
+_NESTED: dict[type, dict[str, type]] = {
+    cls: {name: arg for name, hint in _field_types(cls).items() for arg in get_args(hint)
+          if is_dataclass(arg)}
     for cls in EVENT_TYPES.values()
 }
+_RECORDS = {record for nested in _NESTED.values() for record in nested.values()}
+_REQUIRED: dict[type, frozenset[str]] = {
+    cls: frozenset(f.name for f in fields(cls) if f.default is MISSING) for cls in _RECORDS
+}
+#: For each event type and nested record: field name -> column predicate.
+_FIELD_CHECKS: dict[type, dict[str, Callable[[Sequence], bool]]] = {}
+for _cls in (*_RECORDS, *EVENT_TYPES.values()):
+    _FIELD_CHECKS[_cls] = {name: _column_checker(hint)
+                           for name, hint in _field_types(_cls).items()}
 _TYPE_NAMES = {cls: name for name, cls in EVENT_TYPES.items()}
 #: For each event type: the default of each field that has one (``type`` must be there).
 _DEFAULTS: dict[type, dict[str, Any]] = {
@@ -132,12 +156,29 @@ def _row_problem(data: Any, cls: type) -> str | None:
     for key, value in data.items():
         if key not in types_:
             return f"has an unknown field {key!r}"
+        record = _NESTED[cls].get(key)
+        if record is not None and type(value) is dict:
+            problem = _record_problem(value, record)
+            if problem:
+                return f"{key}: {problem}"
         if not _FIELD_CHECKS[cls][key]([value]):
             return f"{key} must be {_describe(types_[key])}"
         if key in _DURATIONS and value < 0:
             return f"{key} must be >= 0 (got {value})"
     missing = sorted(f.name for f in fields(cls) if f.name not in data
                      and f.default is MISSING and f.default_factory is MISSING)
+    return f"lacks {', '.join(missing)}" if missing else None
+
+
+def _record_problem(data: dict, cls: type) -> str | None:
+    """What is wrong with one nested record, if anything."""
+    types_ = _field_types(cls)
+    for key, value in data.items():
+        if key not in types_:
+            return f"has an unknown field {key!r}"
+        if not _FIELD_CHECKS[cls][key]([value]):
+            return f"{key} must be {_describe(types_[key])}"
+    missing = sorted(_REQUIRED[cls] - data.keys())
     return f"lacks {', '.join(missing)}" if missing else None
 
 
@@ -152,6 +193,11 @@ def _events(items: list, cls: type, where: Callable[[int], str]) -> list[Event]:
         events = [cls(**data) for data in items]
     else:
         events = list(map(cls, *columns))
+    for name, record in _NESTED[cls].items():
+        for event in events:
+            value = getattr(event, name)
+            if value is not None:
+                setattr(event, name, record(**value))
     if cls is Round:
         _check_rounds(events, where)
     return events

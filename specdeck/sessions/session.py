@@ -25,24 +25,60 @@ import orjson
 
 from specdeck.engines.core.atomic_files import write_atomic
 from specdeck.engines.core.config import DecodeSettings
-from specdeck.engines.core.events import EVENT_TYPES, Event, Trace
+from specdeck.engines.core.events import EVENT_TYPES, Event, LengthChoice, Trace
 from specdeck.engines.core.files import MAX_FILE_BYTES, TooLarge, UnreadableFile, read_regular
 from specdeck.engines.core.requests import SweepRequest
 from specdeck.engines.core.stats import Stats, compute_stats, plain_step_seconds, priced, speedup
 from specdeck.sessions.check import SessionError, check_trace
 
 #: The version of both documents (a session and a sweep); ``MIGRATIONS`` upgrades older ones.
-SCHEMA_VERSION = 1
+#: 2: what a draft-length policy chose and why is one record per round (``length``), where
+#: 1 had eight ``auto_*`` fields and ``guesses``.
+SCHEMA_VERSION = 2
 #: The JSON Schema of the document (shipped as package data, for other tools and tests).
 SCHEMA_PATH = Path(__file__).with_name("session.schema.json")
 
+#: Schema 1's fields of a round under ``auto``, which schema 2 gathers in ``length``.
+_AUTO_FIELDS = ("auto_k", "auto_tokens", "auto_cost", "auto_explored", "auto_hoped",
+                "auto_held", "auto_ruled_out", "guesses")
+
+
+def _auto_record(data: dict) -> dict | None:
+    """A schema-1 round's ``auto_*`` fields and ``guesses`` as schema 2's ``length``
+    record (None: a fixed k). Its hopeful rounds were explorations; what it held back
+    from and why it ruled drafting out have no field any more. Fields of the wrong type
+    are carried over as they are, for the check to name."""
+    k = data.get("auto_k")
+    if k is None:
+        return None
+    tokens = data.get("auto_tokens")
+    why = ("explore" if data.get("auto_explored") or data.get("auto_hoped")
+           else "best" if tokens is not None else "start" if k else "time")
+    return {"policy": "auto", "k": k, "why": why, "tokens": tokens,
+            "cost": data.get("auto_cost"), "guesses": data.get("guesses")}
+
+
+def _gather_auto_fields(document: dict) -> dict:
+    """Schema 1 to 2: each round's ``auto_*`` fields and ``guesses`` become ``length``."""
+    strategies = document.get("strategies")
+    for entry in strategies.values() if type(strategies) is dict else ():
+        rounds = entry.get("rounds") if type(entry) is dict else None
+        for data in rounds if type(rounds) is list else ():
+            if type(data) is dict and any(key in data for key in _AUTO_FIELDS):
+                record = _auto_record(data)
+                for key in _AUTO_FIELDS:
+                    data.pop(key, None)
+                data["length"] = record
+    return document
+
+
 #: ``MIGRATIONS[v]`` turns a schema-``v`` document into a schema-``v + 1`` one, so a file
-#: written by an older specdeck loads after a chain of upgrades. Empty until the schema
-#: changes.
-MIGRATIONS: dict[int, Callable[[dict], dict]] = {}
+#: written by an older specdeck loads after a chain of upgrades.
+MIGRATIONS: dict[int, Callable[[dict], dict]] = {1: _gather_auto_fields}
 
 
 _FIELD_NAMES = {cls: tuple(f.name for f in fields(cls)) for cls in EVENT_TYPES.values()}
+_CHOICE_FIELDS = tuple(f.name for f in fields(LengthChoice))
 
 
 def _with_speedup(stats: Stats, baseline_tokens_per_s: float | None) -> dict:
@@ -62,8 +98,13 @@ def strategy_stats(traces: dict[str, Trace]) -> dict[str, dict]:
 
 def event_to_dict(event: Event) -> dict:
     """An event as a JSON object. Shallow (lists are shared, not copied): ``asdict``'s deep
-    copy made saving a 20,000-token session take seconds."""
-    return {name: getattr(event, name) for name in _FIELD_NAMES[type(event)]}
+    copy made saving a 20,000-token session take seconds. A nested record
+    (``Round.length``) becomes an object of its own."""
+    data = {name: getattr(event, name) for name in _FIELD_NAMES[type(event)]}
+    length = data.get("length")
+    if length is not None:
+        data["length"] = {name: getattr(length, name) for name in _CHOICE_FIELDS}
+    return data
 
 
 def trace_to_dict(trace: Trace, stats: dict, measured: list[float] | None = None) -> dict:

@@ -1,10 +1,10 @@
-"""Synthetic rounds and calibrations for the adaptive draft length's tests."""
+"""Synthetic rounds and calibrations for the draft-length policies' tests."""
 
 from __future__ import annotations
 
-from specdeck.engines.auto.draft_length import AdaptiveLength, LengthChoice
+from specdeck.engines.auto.adaptive import AutoLength
 from specdeck.engines.core.config import MAX_DRAFT_TOKENS
-from specdeck.engines.core.events import Round
+from specdeck.engines.core.events import LengthChoice, Round
 from specdeck.engines.distributed.costs import PASS_SIZES
 from specdeck.engines.measure.calibration import Calibration, Timing
 
@@ -21,14 +21,11 @@ def synthetic(drafted: int, accepted: int, *, draft_step: float, verify: float,
                  verify_seconds=verify, t=0.0)
 
 
-def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
-         rounds: int = 64, most_kept: int = MAX_DRAFT_TOKENS,
-         bonus: bool = False) -> list[LengthChoice]:
+def feed(policy: AutoLength, accept: float, *, draft_step: float, pass_cost,
+         rounds: int = 64, most_kept: int = MAX_DRAFT_TOKENS) -> list[LengthChoice]:
     """Run ``policy`` on rounds that keep every draft (up to ``most_kept`` of them) with
     probability ``accept``, deterministically, and none otherwise; a verify pass of n
-    tokens costs ``pass_cost(n)`` seconds, a plain step one. With ``bonus``, the
-    draft's guess past a round kept whole is judged, as the loop does at temperature 0
-    (right while fewer than ``most_kept`` were drafted)."""
+    tokens costs ``pass_cost(n)`` seconds, a plain step one."""
     choices = []
     for i in range(rounds):
         choice = policy.choose()
@@ -40,9 +37,7 @@ def feed(policy: AdaptiveLength, accept: float, *, draft_step: float, pass_cost,
         # Alternate the outcome so that the survival rate at position 1 is ``accept``.
         kept = min(k, most_kept) if (i * accept) % 1 + accept >= 1 else 0
         event = synthetic(k, kept, draft_step=draft_step, verify=pass_cost(k + 1), index=i + 1)
-        event.auto_k, event.auto_hoped = k, choice.hoped  # as the loop records them
-        if bonus and kept == k:
-            policy.observe_bonus(k, k < most_kept)
+        event.length = choice  # as the loop records it
         policy.observe(event)
     return choices
 

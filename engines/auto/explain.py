@@ -1,0 +1,132 @@
+"""Why a round drafted what it did, in each policy's own terms: the inspector's "why
+this k", the headless summary of a run and the line said before a run of ``auto``.
+
+Everything here reads the record each round carries (``Round.length``), so a replayed
+session explains itself as the live run did, with no model and no policy to consult.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from specdeck.engines.auto.adaptive import RULES, AutoLength
+from specdeck.engines.core.config import MAX_DRAFT_TOKENS
+from specdeck.engines.core.events import LengthChoice, Round
+from specdeck.engines.core.formatting import times
+from specdeck.engines.measure.calibration import Calibration
+
+
+def drafts(k: int) -> str:
+    return f"{k} draft{'' if k == 1 else 's'}"
+
+
+def auto_words(choice: LengthChoice) -> str:
+    """Why ``auto`` chose ``choice.k``."""
+    k = choice.k
+    if choice.why == "time":
+        return ("auto chose a plain step: it times plain steps to price drafting rounds "
+                "against (this pair has no calibration on this machine)")
+    if choice.why == "start":
+        return f"auto chose {drafts(k)}: a first drafting round, timed to price the others"
+    if not k:
+        return "auto chose a plain step: no k was predicted to pay for its cost"
+    expects = ""
+    if choice.tokens is not None and choice.cost:
+        expects = (f": expects {choice.tokens:.2f} tokens for {choice.cost:.2f} one-token "
+                   f"passes ({times(choice.tokens / choice.cost)} a plain step)")
+    why = {"best": "",
+           "explore": (f"; exploring: a neighbour of the best k, tried every "
+                       f"{RULES.explore_every} rounds to keep its estimates honest"),
+           "try": ("; trying drafting from plain steps, where nothing else judges drafts "
+                   "(each try that finds nothing doubles the wait for the next)")}
+    return f"auto chose {drafts(k)}{expects}{why.get(choice.why, '')}"
+
+
+def pmin_words(choice: LengthChoice) -> str:
+    """Why ``pmin`` drafted what it did."""
+    threshold = f"{choice.p_min:g}"
+    if choice.stopped is None:
+        return (f"pmin drafted while the draft's top probability was {threshold} or more, "
+                f"up to {drafts(choice.k)} (llama.cpp's --draft-p-min)")
+    return (f"pmin stopped drafting where the draft's top probability fell to "
+            f"{choice.stopped:.2f}, under {threshold} (llama.cpp's --draft-p-min)")
+
+
+def grow_words(choice: LengthChoice) -> str:
+    """Why ``grow`` chose ``choice.k``."""
+    rule = "transformers' schedule: +2 after a round kept whole, -1 after one that was not"
+    why = {"start": f"its start, transformers' 20 (at most {MAX_DRAFT_TOKENS} here)",
+           "grew": "the round before last kept every draft",
+           "shrank": "the round before last had a draft rejected"}[choice.why]
+    return f"grow chose {drafts(choice.k)}: {why} ({rule})"
+
+
+WORDS = {"auto": auto_words, "pmin": pmin_words, "grow": grow_words}
+
+
+def choice_words(event: Round) -> str | None:
+    """Why the round's policy drafted what it did, in a sentence; None for a fixed k."""
+    choice = event.length
+    if choice is None or choice.policy not in WORDS:
+        return None
+    return WORDS[choice.policy](choice) + cut_words(event)
+
+
+def cut_words(event: Round) -> str:
+    """Why a round drafted fewer than its policy asked for ("" when it drafted them all,
+    or ``pmin`` stopped it): the run's token limit, or a prompt lookup whose copied text
+    ran out first."""
+    drafted, choice = len(event.drafted), event.length
+    if choice is None or choice.stopped is not None or not 0 < drafted < choice.k:
+        return ""
+    why = ("the copied text ran out (or the token limit was near)"
+           if event.proposer == "ngram" else "the token limit left no room for more")
+    return f"; {drafted} drafted: {why}"
+
+
+def guess_words(event: Round) -> str | None:
+    """What the draft's guesses judged after ``event`` showed; None when none were."""
+    guesses = event.length.guesses if event.length is not None else None
+    if not guesses:
+        return None
+    n, right = len(guesses), sum(guesses)
+    return (f"then auto judged the draft's guesses at the last {n} tokens: {right} right "
+            f"({right / n:.0%}), as drafting rounds there would have, with none run")
+
+
+def length_summary(rounds: list[Round]) -> str | None:
+    """What the run's policy chose over it, in a line; None for a fixed k."""
+    chosen = [r.length for r in rounds if r.length is not None and r.length.policy in WORDS]
+    if not chosen:
+        return None
+    ks = Counter(c.k for c in chosen)
+    usual = max(ks, key=lambda k: (ks[k], -k))
+    policy = chosen[0].policy
+    line = f"{policy} drafted k = {min(ks)}..{max(ks)}, mostly {usual}"
+    whys = Counter(c.why for c in chosen)
+    if policy == "auto":
+        guesses = [right for c in chosen for right in c.guesses or ()]
+        line += (f"; plain steps in {ks[0] / len(chosen):.0%} of rounds; "
+                 f"{whys['explore']} exploring, {whys['try']} tried from plain steps")
+        if guesses:
+            line += (f"; {len(guesses)} of the draft's guesses judged at plain steps, "
+                     f"{sum(guesses) / len(guesses):.0%} right")
+    elif policy == "grow":
+        line += f"; grew {whys['grew']} times, shrank {whys['shrank']}"
+    else:
+        stops = [c.stopped for c in chosen if c.stopped is not None]
+        line += f"; stopped under p_min {chosen[0].p_min:g} in {len(stops)} rounds"
+    return line
+
+
+def auto_estimate_line(calibration: Calibration, proposer: str) -> str:
+    """What ``auto`` takes from this machine's calibration, said before a run: that it
+    prices its first rounds by it, and where it would start."""
+    policy = AutoLength(MAX_DRAFT_TOKENS, calibration.drafting_costs(proposer))
+    first = policy.choose()
+    at = f"{RULES.prior_rate:.0%} acceptance"
+    start = (f"k={first.k} (predicted {times(first.tokens / first.cost)} a plain step at "
+             f"{at})" if first.k and first.tokens and first.cost else
+             f"plain steps (no k pays at {at})")
+    return (f"calibrated on this machine: auto prices its rounds from it until the run "
+            f"has timed its own, and starts at {start}")
