@@ -19,7 +19,7 @@ from specdeck.engines.measure.calibration import (
     Calibration, Timing, calibration_file, estimate_line, load_calibration, save_calibration,
 )
 from specdeck.engines.core.config import MAX_MTP_DEPTH
-from specdeck.engines.auto.draft_length import auto_estimate_line
+from specdeck.engines.auto.explain import auto_estimate_line
 from specdeck.engines.distributed.costs import PASS_SIZES
 
 #: A target step of 10 ms; a verify pass of n tokens 10 + 5 (n - 1) ms, i.e.
@@ -53,8 +53,8 @@ def test_break_even_and_best_k_worked_out_by_hand() -> None:
     assert cal.best_k("draft", 0.9) == (2, pytest.approx(2.71 / 2.4))
     # At 0.6 even k = 1 loses (1.6 / 1.7): plain decoding.
     assert cal.best_k("draft", 0.6) == (0, 1.0)
-    # auto tries k = 2 first (k = 1 could pay); at 50 % it would go plain.
-    assert "(plain steps at 50% acceptance)" in auto_estimate_line(cal, "draft")
+    # auto starts where the calibration prices it at 50 %: plain steps.
+    assert "starts at plain steps (no k pays at 50% acceptance)" in auto_estimate_line(cal, "draft")
     # The MTP step (0.3) makes k = 1 cost 1.8: 1 + a = 1.8.
     assert cal.break_even("mtp", 1) == pytest.approx(0.8, abs=1e-9)
 
@@ -66,7 +66,7 @@ def test_a_k_that_cannot_pay_has_no_break_even() -> None:
     assert [cal.break_even("draft", k) for k in (1, 2, 16)] == [None, None, None]
     assert cal.best_k("draft", 1.0) == (0, 1.0)
     assert "never beats plain" in estimate_line(cal, "draft", 16)
-    assert "so auto starts at plain steps" in auto_estimate_line(cal, "draft")
+    assert "starts at plain steps" in auto_estimate_line(cal, "draft")
 
 
 def test_the_cost_model_takes_every_measured_pass() -> None:
@@ -392,7 +392,6 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     from specdeck.engines.core.events import Trace
     from specdeck.engines.models.loading import ModelStore
     from specdeck.engines.core.requests import CompareRequest
-    from specdeck.engines.auto.draft_length import GUESSED_START
     from specdeck.engines.decode.run import run_strategy
 
     target, draft = tmp_path / "target", tmp_path / "draft"
@@ -418,13 +417,13 @@ def test_a_cached_calibration_reaches_auto(tiny_family, tmp_path: Path) -> None:
     plain = Trace("plain", list(run_strategy("plain", models, prompt, settings)))
     auto = Trace("draft", list(run_strategy("draft", models, prompt, settings)))
     assert auto.tokens == plain.tokens
-    # No plain step timed first; at temperature 0 the draft's guesses are expected from
-    # the first choice on, so the first tries start at one draft.
-    assert auto.rounds[0].auto_k == GUESSED_START
-    assert any(r.auto_cost is not None for r in auto.rounds)
-    best, speed = cheap.best_k("draft", 0.5)
-    assert f"it goes by the drafts judged (k={best} (predicted {speed:.2f}x plain)" in \
-        auto_estimate_line(cheap, "draft")
+    # No plain step timed first: the calibration prices the first round, the best k at
+    # one draft in two kept, as the line before the run says.
+    first = auto.rounds[0].length
+    assert first.k > 0 and first.why == "best" and first.cost is not None
+    speed = first.tokens / first.cost
+    assert f"starts at k={first.k} (predicted {speed:.2f}x a plain step at 50% acceptance)" \
+        in auto_estimate_line(cheap, "draft")
     assert loaded(["ngram"], False).calibration == alone
     # A broken file for the pair is passed over for the target's own.
     calibration_file(target, draft).write_text("{not json")

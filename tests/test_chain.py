@@ -62,7 +62,7 @@ def check_proposers(trace: Trace, prompt: list[int], fallback: str) -> None:
     for r in trace.rounds:
         start = latest_match(history, N)
         if not r.drafted:  # only ``auto`` choosing a plain step, or MTP's first round
-            assert r.proposer is None and (r.auto_k == 0 or r.index == 0), r.index
+            assert r.proposer is None and (r.index == 0 or r.length.k == 0), r.index
         elif start is None:
             assert r.proposer == fallback, r.index
         else:

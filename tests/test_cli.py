@@ -243,4 +243,4 @@ def test_headless_compare_says_what_auto_chose_who_drafted_and_what_mlx_lm_would
     assert document["config"]["settings"]["num_draft_tokens"] == "auto"
     chain = load_session(out).traces["chain"]
     assert {r.proposer for r in chain.rounds} >= {"ngram"}
-    assert all(r.auto_k is not None for r in chain.rounds if r.proposer == "draft")
+    assert all(r.length.policy == "auto" for r in chain.rounds if r.proposer == "draft")

@@ -148,7 +148,7 @@ def test_the_mtp_heads_runs_are_what_its_rounds_keep(models, prompt):
     from the token it drafts at; and the demo head keeps deep runs somewhere, so this
     is not a text where nothing is ever kept."""
     from specdeck.engines.core.config import MAX_MTP_DEPTH
-    from specdeck.engines.auto.guess_probe import greedy_output, mtp_runs
+    from specdeck.engines.measure.guess_probe import greedy_output, mtp_runs
 
     ids = encode_prompt(models.target.tokenizer, get_prompt(prompt).text)
     runs = mtp_runs(models.mtp, ids, greedy_output(models.mtp.model, ids, 64))

@@ -65,8 +65,9 @@ def shortest_repeating_prompt(models: Models, n: int, k: int) -> list[int]:
 def lookup(history: list[int], n: int, count: int) -> list[int]:
     proposer = PromptLookup(n)
     proposer.begin(history, None)
-    drafts, draft_lp = proposer.propose(count)
+    drafts, draft_lp, stopped = proposer.propose(count, p_min=0.99)
     assert draft_lp is None  # a point mass: the acceptance rule's q is 1 on the draft
+    assert stopped is None  # certain: ``pmin`` never stops a copy
     return drafts.tolist()
 
 

@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from specdeck.engines.core.config import DecodeSettings
-from specdeck.engines.core.events import Done
+from specdeck.engines.core.events import Done, LengthChoice
 from specdeck.sessions import session as session_module
 from specdeck.engines.core.atomic_files import write_atomic
 from specdeck.sessions.diff import diff_sessions
@@ -119,32 +119,63 @@ def test_round_trip_keeps_every_event_token_text_and_statistic(tmp_path: Path) -
     assert loaded.stats() == {n: e["stats"] for n, e in saved(doc)["strategies"].items()}
 
 
-def test_hopeful_rounds_round_trip_and_older_files_load_without_them() -> None:
-    """A hopeful round and the deeper k a round held back from read back (and pass the
-    schema); a file written before hopeful rounds were told apart from explorations loads
-    them as explorations, and one written before holding back (or ruling drafting out)
-    as holding nothing (ruling nothing out)."""
+def test_what_a_policy_chose_round_trips_as_one_record_per_round() -> None:
+    """``Round.length`` saves as a nested object that the schema describes, loads back as
+    the record it was, and a record that is not one is refused naming the field."""
     traces = sample_traces()
     events = traces["draft"].events
-    events[1] = replace(events[1], auto_k=2, auto_explored=True, auto_hoped=True)
-    events[2] = replace(events[2], auto_k=2, auto_explored=True, auto_held=5)
-    events[3] = replace(events[3], auto_k=0, auto_ruled_out=True)
+    events[1] = replace(events[1], length=LengthChoice("auto", 2, "explore", 2.5, 1.4))
+    events[2] = replace(events[2], length=LengthChoice("auto", 0, "best", 1.0, 1.0,
+                                                       guesses=[True, False]))
+    events[3] = replace(events[3], length=LengthChoice("pmin", 16, "p_min", p_min=0.6,
+                                                       stopped=0.3))
     doc = saved(document(traces))
     VALIDATOR.validate(doc)
     rounds = session_from_document(doc).traces["draft"].rounds
-    assert [(r.auto_explored, r.auto_hoped, r.auto_held, r.auto_ruled_out)
-            for r in rounds[:3]] == [(True, True, None, False), (True, False, 5, False),
-                                     (False, False, None, True)]
-    for event in doc["strategies"]["draft"]["rounds"]:
-        for field in ("auto_hoped", "auto_held", "auto_ruled_out"):
-            event.pop(field, None)
-    rounds = session_from_document(doc).traces["draft"].rounds
-    assert [(r.auto_explored, r.auto_hoped, r.auto_held, r.auto_ruled_out)
-            for r in rounds[:3]] == [(True, False, None, False), (True, False, None, False),
-                                     (False, False, None, False)]
-    doc["strategies"]["draft"]["rounds"][0]["auto_hoped"] = "yes"
-    with pytest.raises(SessionError, match="auto_hoped"):
+    assert [r.length for r in rounds[:3]] == [e.length for e in events[1:4]]
+    assert rounds[3].length is None
+    doc["strategies"]["draft"]["rounds"][0]["length"] = {"policy": "auto", "k": 2,
+                                                          "why": "hoped"}
+    with pytest.raises(SessionError, match="round 0: length: why must be"):
         session_from_document(doc)
+    doc["strategies"]["draft"]["rounds"][0]["length"] = {"policy": "auto", "k": 2}
+    with pytest.raises(SessionError, match="round 0: length: lacks why"):
+        session_from_document(doc)
+
+
+EXAMPLES = sorted((Path(__file__).resolve().parent.parent / "sessions" / "examples").glob("*.json"))
+#: A run of ``auto`` saved by schema 1, whose eight fields per round schema 2 gathers.
+SCHEMA_1 = Path(__file__).resolve().parent / "data" / "schema1-auto.json"
+
+
+@pytest.mark.parametrize("path", [*EXAMPLES, SCHEMA_1], ids=lambda p: p.name)
+def test_every_example_and_a_schema_1_file_load(path: Path) -> None:
+    loaded = load_session(path)
+    assert loaded.schema_version == SCHEMA_VERSION
+    for trace in loaded.traces.values():
+        assert trace.tokens and trace.done is not None
+
+
+def test_schema_1_auto_fields_become_the_length_record() -> None:
+    old = orjson.loads(SCHEMA_1.read_bytes())
+    assert old["schema_version"] == 1
+    rounds = {name: entry["rounds"] for name, entry in old["strategies"].items()}
+    loaded = load_session(SCHEMA_1)
+    for name, trace in loaded.traces.items():
+        for before, after in zip(rounds[name], trace.rounds):
+            if before["auto_k"] is None:
+                assert after.length is None
+                continue
+            assert (after.length.policy, after.length.k) == ("auto", before["auto_k"])
+            assert (after.length.tokens, after.length.cost) == (before["auto_tokens"],
+                                                                before["auto_cost"])
+            assert after.length.guesses == before["guesses"]
+            assert after.length.why == ("best" if before["auto_tokens"] is not None
+                                        else "start" if before["auto_k"] else "time")
+    chosen = [r.length for t in loaded.traces.values() for r in t.rounds if r.length]
+    assert any(c.guesses for c in chosen) and {c.why for c in chosen} >= {"best", "time"}
+    # Saved again, it is a schema-2 document.
+    VALIDATOR.validate(saved(document(loaded.traces)))
 
 
 def test_settings_load_as_the_dataclass_they_were_saved_from() -> None:

@@ -1,5 +1,5 @@
-"""Issue 18 on screen: the drafts auto chose (a second sparkline, ``auto k``, the
-inspector's why), what mlx-lm's exact-match rule would have kept (strip and inspector),
+"""On screen: the drafts a policy chose (a second sparkline, ``auto k``, the inspector's
+why, in each policy's terms), what mlx-lm's exact-match rule would have kept (strip and inspector),
 and chain's copied drafts (their own token kind, in the legend)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pytest
 from specdeck.engines.runs.compare import run_compare
 from specdeck.engines.core.config import DecodeSettings, Sampling
 from specdeck.engines.models.demo import require_demo_models
-from specdeck.engines.core.events import Round
+from specdeck.engines.core.events import LengthChoice, Round
 from specdeck.engines.core.requests import CompareRequest
 from specdeck.engines.core.stats import compute_stats
 from specdeck.prompts import get_prompt
@@ -47,66 +47,69 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
     lines = verdict("chain", sampled, 4, 10).split("\n")
     assert lines[0].endswith("· drafted by prompt lookup")
     assert lines[2].startswith("mlx-lm's rule would have kept 0 of 3 here")
-    greedy = _round(exact_match_accepted=1, auto_k=3, auto_tokens=2.4, auto_cost=1.9)
+    chose = LengthChoice("auto", 3, "best", 2.4, 1.9)
+    greedy = _round(exact_match_accepted=1, length=chose)
     lines = verdict("draft", greedy, 4, 10).split("\n")
     assert len(lines) == 3 and "drafted by" not in lines[0]
     assert lines[2] == ("auto chose 3 drafts: expects 2.40 tokens for 1.90 one-token "
                         "passes (1.26x a plain step)")
-    for hoped, why in ((False, "; exploring: a k other than the best predicted"),
-                       (True, "; hoping: deeper than the best predicted, as too few drafts "
-                              "were judged there to rule it out")):
-        lines = verdict("draft", replace(greedy, auto_explored=True, auto_hoped=hoped),
-                        4, 10).split("\n")
-        assert lines[2].startswith("auto chose 3 drafts: expects 2.40 tokens for 1.90 "
-                                   "one-token passes (1.26x a plain step)" + why)
-    lines = verdict("draft", replace(greedy, auto_held=6), 4, 10).split("\n")
-    assert " ".join(lines[2:]) == (
-        "auto chose 3 drafts: expects 2.40 tokens for 1.90 one-token passes (1.26x a plain "
-        "step); not k=6, predicted faster: too few rounds have reached its deeper drafts "
-        "to trust that")
+    explored = replace(greedy, length=replace(chose, why="explore"))
+    assert verdict("draft", explored, 4, 10).split("\n")[2].endswith(
+        "; exploring: a neighbour of the best k, tried every 8 rounds to keep its "
+        "estimates honest")
     step = _round(drafted=[], accepted=0, tokens=[8], rejected_pieces=[], pieces=["c"],
-                  auto_k=0, auto_tokens=1.0, auto_cost=1.0,
-                  guesses=[True, False, True, True, False, False, True, True])
-    lines = verdict("draft", step, 4, 10).split("\n")
-    assert lines[2:] == [
+                  length=LengthChoice("auto", 0, "best", 1.0, 1.0, guesses=[
+                      True, False, True, True, False, False, True, True]))
+    assert verdict("draft", step, 4, 10).split("\n")[2:] == [
         "auto chose a plain step: no k was predicted to pay for its cost",
         "then auto judged the draft's guesses at the last 8 tokens: 5 right (62%), as "
         "drafting rounds there would have, with none run"]
-    lines = verdict("draft", replace(step, auto_held=3, guesses=None), 4, 10).split("\n")
-    assert lines[2:] == ["auto chose a plain step: k=3 was predicted to pay, but too few "
-                         "rounds have reached its deeper drafts to trust that"]
-    lines = verdict("draft", replace(step, auto_ruled_out=True, guesses=None),
-                    4, 10).split("\n")
-    assert " ".join(lines[2:]) == (
-        "auto chose a plain step: no k could pay for its cost even were every draft kept, "
-        "at the draft and verify costs measured so far")
+    timing = replace(step, length=LengthChoice("auto", 0, "time"))
+    assert "it times plain steps" in verdict("draft", timing, 4, 10)
+    # The other policies, each in its own terms.
+    grew = _round(length=LengthChoice("grow", 3, "grew"))
+    assert verdict("draft", grew, 4, 10).split("\n")[2] == (
+        "grow chose 3 drafts: the round before last kept every draft (transformers' "
+        "schedule: +2 after a round kept whole, -1 after one that was not)")
+    stopped = _round(length=LengthChoice("pmin", 16, "p_min", p_min=0.6, stopped=0.41))
+    assert verdict("draft", stopped, 4, 10).split("\n")[2] == (
+        "pmin stopped drafting where the draft's top probability fell to 0.41, under 0.6 "
+        "(llama.cpp's --draft-p-min)")
+    assert verdict("draft", _round(), 4, 10).count("\n") == 1  # a fixed k: nothing to say
 
 
-def test_the_headless_summary_counts_the_guesses_judged_and_steps_ruled_out() -> None:
-    from specdeck.engines.auto.draft_length import auto_summary
+def test_the_headless_summary_says_what_each_policy_chose() -> None:
+    from specdeck.engines.auto.explain import length_summary
 
-    rounds = [_round(auto_k=2), _round(drafted=[], accepted=0, tokens=[8], pieces=["c"],
-                                       rejected_pieces=[], auto_k=0, guesses=[True, False])]
-    assert auto_summary(rounds).endswith(
-        "0 exploring rounds, 0 hopeful; 2 of the draft's guesses judged at plain steps, "
-        "50% right")
-    rounds += [_round(auto_k=3, auto_explored=True), _round(auto_k=4, auto_explored=True,
-                                                            auto_hoped=True)]
-    assert "1 exploring round, 1 hopeful;" in auto_summary(rounds)
-    assert "no k could pay" not in auto_summary(rounds)
-    step = rounds[1]
-    rounds += [replace(step, index=i, guesses=None, auto_ruled_out=True) for i in (9, 10)]
-    assert auto_summary(rounds).endswith(
-        "; no k could pay even were every draft kept at 2 plain steps (from round 9)")
+    step = _round(drafted=[], accepted=0, tokens=[8], pieces=["c"], rejected_pieces=[],
+                  length=LengthChoice("auto", 0, "best", guesses=[True, False]))
+    rounds = [_round(length=LengthChoice("auto", 2, "best")), step,
+              _round(length=LengthChoice("auto", 3, "explore"))]
+    assert length_summary(rounds) == (
+        "auto drafted k = 0..3, mostly 0; plain steps in 33% of rounds; 1 exploring, 0 "
+        "tried from plain steps; 2 of the draft's guesses judged at plain steps, 50% right")
+    grow = [_round(length=LengthChoice("grow", k, why))
+            for k, why in ((16, "start"), (15, "shrank"), (14, "shrank"), (16, "grew"))]
+    assert length_summary(grow) == "grow drafted k = 14..16, mostly 16; grew 1 times, shrank 2"
+    pmin = [_round(length=LengthChoice("pmin", 16, "p_min", p_min=0.6, stopped=0.3)),
+            _round(drafted=[5, 6, 7, 8], tokens=[5, 6, 7, 8, 9], accepted=4,
+                   rejected_pieces=[], pieces=list("abcde"),
+                   length=LengthChoice("pmin", 16, "p_min", p_min=0.6, stopped=0.5))]
+    assert length_summary(pmin) == (
+        "pmin:0.6 drafted 3..4 a round, mostly 3; it stopped under the draft's top "
+        "probability 0.6 in 2 of 2 rounds")
+    assert length_summary([_round()]) is None
 
 
-def test_the_strip_shows_the_mlx_lm_rule_only_for_sampled_runs_and_auto_k() -> None:
+def test_the_strip_shows_the_mlx_lm_rule_only_for_sampled_runs_and_the_chosen_k() -> None:
     rounds = [_round(exact_match_accepted=0, index=i, t=float(i + 1)) for i in range(3)]
     stats = compute_stats(rounds)
-    texts = [f.text for f in stats_figures(stats, None, False, sampled=True, auto_k=2)]
+    texts = [f.text for f in stats_figures(stats, None, False, sampled=True, chosen_k=2)]
     assert "mlx-lm rule 0%" in texts and "accept 33%" in texts and "auto k 2" in texts
+    texts = [f.text for f in stats_figures(stats, None, False, chosen_k=7, policy="grow")]
+    assert "grow k 7" in texts
     texts = [f.text for f in stats_figures(stats, None, False)]
-    assert not any("mlx-lm" in t or "auto k" in t for t in texts)
+    assert not any("mlx-lm" in t or " k " in t for t in texts)
 
 
 def saved(tmp_path_factory, name: str, request: CompareRequest):
@@ -146,11 +149,11 @@ async def test_auto_and_the_mlx_lm_rule_on_screen(sampled_path, size):
         rule = f"mlx-lm rule {stats.exact_match_acceptance_rate:.0%}"
         assert shows(seen, f"accept {stats.acceptance_rate:.0%}") and shows(seen, rule)
         if size[0] >= 160:
-            last = draft.rounds[-1].auto_k
+            last = draft.rounds[-1].length.k
             assert shows(seen, f"auto k {last}")
             chosen = draft.strip.query_one(".stats-k-sparkline")
             assert chosen.display and list(chosen.data) == [
-                float(r.auto_k) for r in draft.rounds]
+                float(r.length.k) for r in draft.rounds]
             assert not app.pane("plain").strip.query_one(".stats-k-sparkline").display
         # The inspector on a round auto chose: why it chose that k.
         app.screen.set_focus(draft)

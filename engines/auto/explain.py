@@ -96,27 +96,33 @@ def guess_words(event: Round) -> str | None:
 
 def length_summary(rounds: list[Round]) -> str | None:
     """What the run's policy chose over it, in a line; None for a fixed k."""
-    chosen = [r.length for r in rounds if r.length is not None and r.length.policy in WORDS]
-    if not chosen:
+    ran = [r for r in rounds if r.length is not None and r.length.policy in WORDS]
+    if not ran:
         return None
+    chosen = [r.length for r in ran]
+    policy, whys = chosen[0].policy, Counter(c.why for c in chosen)
+    if policy == "pmin":  # it asks for its most every round: what it drafted says more
+        drafted = Counter(len(r.drafted) for r in ran)
+        stops = sum(c.stopped is not None for c in chosen)
+        return (f"pmin:{chosen[0].p_min:g} drafted {min(drafted)}..{max(drafted)} a round, "
+                f"mostly {usual(drafted)}; it stopped under the draft's top probability "
+                f"{chosen[0].p_min:g} in {stops} of {len(chosen)} rounds")
     ks = Counter(c.k for c in chosen)
-    usual = max(ks, key=lambda k: (ks[k], -k))
-    policy = chosen[0].policy
-    line = f"{policy} drafted k = {min(ks)}..{max(ks)}, mostly {usual}"
-    whys = Counter(c.why for c in chosen)
-    if policy == "auto":
-        guesses = [right for c in chosen for right in c.guesses or ()]
-        line += (f"; plain steps in {ks[0] / len(chosen):.0%} of rounds; "
-                 f"{whys['explore']} exploring, {whys['try']} tried from plain steps")
-        if guesses:
-            line += (f"; {len(guesses)} of the draft's guesses judged at plain steps, "
-                     f"{sum(guesses) / len(guesses):.0%} right")
-    elif policy == "grow":
-        line += f"; grew {whys['grew']} times, shrank {whys['shrank']}"
-    else:
-        stops = [c.stopped for c in chosen if c.stopped is not None]
-        line += f"; stopped under p_min {chosen[0].p_min:g} in {len(stops)} rounds"
+    line = f"{policy} drafted k = {min(ks)}..{max(ks)}, mostly {usual(ks)}"
+    if policy == "grow":
+        return line + f"; grew {whys['grew']} times, shrank {whys['shrank']}"
+    guesses = [right for c in chosen for right in c.guesses or ()]
+    line += (f"; plain steps in {ks[0] / len(chosen):.0%} of rounds; "
+             f"{whys['explore']} exploring, {whys['try']} tried from plain steps")
+    if guesses:
+        line += (f"; {len(guesses)} of the draft's guesses judged at plain steps, "
+                 f"{sum(guesses) / len(guesses):.0%} right")
     return line
+
+
+def usual(counts: Counter) -> int:
+    """The most frequent of ``counts``; the smaller on a tie."""
+    return max(counts, key=lambda k: (counts[k], -k))
 
 
 def auto_estimate_line(calibration: Calibration, proposer: str) -> str:

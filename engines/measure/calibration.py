@@ -19,8 +19,8 @@ breaks even with plain decoding, and the best k for a given acceptance.
 
 A calibration also judges how far each drafter's drafts run on ordinary text (a few of
 the built-in prompts): the draft model's greedy guesses and the MTP head's chained
-drafts (``engines.guess_probe``); ``auto`` reads from that survival whether drafting
-past one pays there at all.
+drafts (``engines.measure.guess_probe``): what a typical round keeps, and the best k
+that predicts on such text.
 
 The result is cached per machine and model pair (``engines.measured_cache``) for the
 adaptive draft length (``drafting_costs``: ``auto`` drafts from its first round, priced
@@ -50,7 +50,7 @@ PROPOSERS = ("draft", "mtp")
 REPS, WARMUP = 15, 2
 #: Acceptances of the table ``calibrate`` prints.
 TABLE_ACCEPTANCES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
-#: The built-in prompts the draft's guesses are judged on (``engines.guess_probe``),
+#: The built-in prompts the draft's guesses are judged on (``engines.measure.guess_probe``),
 #: answers written, not copied: a copied stretch (summarise, repeat_input) makes any
 #: draft look deep, and ``auto`` sees such stretches in its own run anyway; and the
 #: output tokens judged on each.
@@ -131,11 +131,11 @@ class Calibration:
     plain_step: Timing | None = None
     draft_round_overhead: Timing | None = None
     mtp_round_overhead: Timing | None = None
-    #: The draft model's greedy guesses on ordinary text (``engines.guess_probe``):
+    #: The draft model's greedy guesses on ordinary text (``engines.measure.guess_probe``):
     #: ``s_i``, the share of output tokens from which its next i guesses were all
     #: right, i = 1..16; None when they were not judged (no draft model).
     guess_survival: tuple[float, ...] | None = None
-    #: The MTP head's greedy drafts on the same text (``engines.guess_probe.mtp_runs``):
+    #: The MTP head's greedy drafts on the same text (``engines.measure.guess_probe.mtp_runs``):
     #: ``s_i``, the share of output tokens from which a round of the head keeps i or
     #: more drafts, i = 1..``MAX_MTP_DEPTH``; None when not judged (no MTP head).
     mtp_survival: tuple[float, ...] | None = None

@@ -64,7 +64,7 @@ class MtpHead:
         """From a hidden state (B, 1, H) at position t and the token (B, 1) at t+1: the
         head's own hidden state (chain it to draft further) and log-probs (B, V) for t+2.
         B = 1 as a round drafts; more to judge many positions at once, as each attends
-        only to itself (``engines.guess_probe.mtp_runs``)."""
+        only to itself (``engines.measure.guess_probe.mtp_runs``)."""
         b = self.block
         embedded = b.pre_fc_norm_embedding(self.embed(token))
         x = b.fc(mx.concatenate([embedded, b.pre_fc_norm_hidden(hidden)], axis=-1))

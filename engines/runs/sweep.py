@@ -191,7 +191,8 @@ def recommendations(cells: list[Cell]) -> list[str]:
 def _most(counts: list[DraftCount]) -> DraftCount:
     """The setting that drafts the most of ``counts`` (a policy may draft up to the
     limit), for the memory estimate."""
-    return next((c for c in counts if isinstance(c, str)), max(counts, default=1))
+    policy = next((c for c in counts if isinstance(c, str)), None)
+    return max(counts, default=1) if policy is None else policy
 
 
 @dataclass

@@ -189,7 +189,7 @@ def _measure(target: str, draft: str | None, args: argparse.Namespace) -> Calibr
     from specdeck.engines.models.catalog import describe_dir
     from specdeck.engines.runs.compare import encode_prompt
     from specdeck.engines.core.errors import ModelError
-    from specdeck.engines.auto.guess_probe import (
+    from specdeck.engines.measure.guess_probe import (
         greedy_output, guesses_right, mtp_runs, survival_of_guesses, survival_of_runs,
     )
     from specdeck.engines.models.loading import ModelStore, check_pair

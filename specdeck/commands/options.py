@@ -46,11 +46,13 @@ def add_model_options(p: argparse.ArgumentParser, *, command: bool) -> None:
 
 
 def draft_count(value: str) -> DraftCount:
-    """An option's draft count: a whole number or ``auto``."""
+    """An option's draft count: a whole number or a policy (``auto``, ``grow``,
+    ``pmin:P``)."""
     try:
         return parse_draft_count(value)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or auto, got {value!r}")
+        raise argparse.ArgumentTypeError(
+            f"expected a whole number, auto, grow or pmin:P, got {value!r}")
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:

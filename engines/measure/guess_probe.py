@@ -7,13 +7,13 @@ has one); the draft then reads each prompt and that output in one pass, and its 
 guess at every output token is right or not. From every output token, a round drafting
 there at temperature 0 would keep the run of right guesses that starts there, so the
 share of tokens whose run reaches i is the survival at position i of a typical round
-(``Calibration.guess_survival``). ``auto`` reads from it whether drafts past one pay on
-such text (``engines.draft_length``); ``calibrate`` prints it.
+(``Calibration.guess_survival``): ``calibrate`` prints it, and the best k it predicts on
+such text.
 
 An MTP head's drafts past the first are chained on its own hidden states, not on the
 target's, so a run of right guesses at consecutive tokens is not what its round keeps:
 ``mtp_runs`` chains the head from every output token as a round would
-(``Calibration.mtp_survival``; ``bench/auto_replay.py`` replays ``auto`` on them).
+(``Calibration.mtp_survival``).
 """
 
 from __future__ import annotations

@@ -1,0 +1,344 @@
+"""The draft-length policies through the decoding loop: ``-k auto``, ``-k grow`` and
+``-k pmin:P`` as settings, each lossless (token for token at temperature 0, the target's
+distribution above it), each round's record of what its policy chose, and ``grow``'s and
+``pmin``'s own rules."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from itertools import accumulate
+
+import pytest
+
+from specdeck.engines.auto.adaptive import AutoLength
+from specdeck.engines.auto.explain import choice_words
+from specdeck.engines.auto.grow import GrowLength
+from specdeck.engines.auto.length import FixedLength, draft_length
+from specdeck.engines.auto.pmin import PMinLength
+from specdeck.engines.core.config import AUTO, GROW, DecodeSettings, Sampling, parse_draft_count
+from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.events import LengthChoice, Round, Trace
+from specdeck.engines.core.stats import compute_stats
+from specdeck.engines.decode.run import Models, run_strategy
+from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.proposers import draft, mtp, ngram
+from specdeck.engines.proposers.mtp import load_mtp
+from helpers.auto import made_calibration, synthetic
+from helpers.lossless import lossless_pvalues
+
+PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):\n    return"
+TOKENS = 40
+#: Runs of two tokens a distribution test draws: enough to catch a rule that reads the
+#: target, few enough to take a second or two.
+SAMPLES = 300
+SAMPLING = Sampling(temperature=0.9, top_k=30)
+
+
+# --- the settings ------------------------------------------------------------------------
+
+
+def test_counts_are_a_number_or_a_policy() -> None:
+    assert parse_draft_count(" Auto ") == AUTO and parse_draft_count("3") == 3
+    assert parse_draft_count("GROW") == GROW
+    assert parse_draft_count("pmin:0.60") == "pmin:0.6"
+    assert parse_draft_count("pmin") == "pmin:0.75"  # llama.cpp's default
+    for bad in ("lots", "pmin:1.5", "pmin:0", "pmin:x", "pmin:nan", "grow:"):
+        with pytest.raises(ValueError):
+            parse_draft_count(bad)
+    settings = DecodeSettings(num_draft_tokens="pmin:0.6", mtp_depth=GROW, ngram_k=AUTO)
+    settings.validate()
+    assert (settings.max_drafts("draft"), settings.max_drafts("mtp")) == (16, 8)
+    assert DecodeSettings.from_dict(settings.to_dict()) == settings
+    assert DecodeSettings.from_dict({"num_draft_tokens": "pmin:2"}) is None
+    with pytest.raises(SettingsError, match="or auto, grow or pmin:P"):
+        DecodeSettings(num_draft_tokens="many").validate()
+    policies = {name: type(draft_length(settings, name)) for name in ("draft", "mtp", "ngram")}
+    assert policies == {"draft": PMinLength, "mtp": GrowLength, "ngram": AutoLength}
+    assert isinstance(draft_length(DecodeSettings(), "draft"), FixedLength)
+
+
+def test_the_command_lines_and_the_settings_dialog_take_each_policy(tiny_family) -> None:
+    from specdeck.cli import build_parser
+    from specdeck.engines.core.requests import CompareRequest
+    from specdeck.tui.settings_screen import apply_form, form_values
+
+    parser = build_parser()
+    args = parser.parse_args(["compare", "--prompt", "x", "-k", "pmin:0.6", "--depth", "grow",
+                              "--ngram-k", "auto"])
+    assert (args.num_draft_tokens, args.depth, args.ngram_k) == ("pmin:0.6", GROW, AUTO)
+    sweep = parser.parse_args(["sweep", "-k", "1,grow,pmin:0.6,auto"])
+    assert sweep.num_draft_tokens == [1, GROW, "pmin:0.6", AUTO]
+    with pytest.raises(SystemExit):
+        parser.parse_args(["compare", "--prompt", "x", "-k", "pmin:2"])
+    request = CompareRequest(target="t", draft="d", strategies=["draft"], prompt="x")
+    values = form_values(request)
+    assert apply_form(request, {**values, "k": "pmin:0.6"}).settings.num_draft_tokens == "pmin:0.6"
+    assert apply_form(request, {**values, "k": "grow"}).settings.num_draft_tokens == GROW
+    with pytest.raises(SettingsError, match="a whole number, auto, grow or pmin:P"):
+        apply_form(request, {**values, "k": "pmin:7"})
+
+
+# --- grow's rule ------------------------------------------------------------------------
+
+
+def test_grow_adds_two_after_a_round_kept_whole_and_takes_one_otherwise() -> None:
+    policy = GrowLength(16)
+    assert (policy.choose().k, policy.choose().why) == (16, "start")  # 20, capped
+    ks = []
+    for drafted, accepted in ((16, 3), (15, 15), (16, 16), (16, 0), (15, 2), (0, 0)):
+        policy.observe(synthetic(drafted, accepted, draft_step=0.001, verify=0.01))
+        ks.append((policy.choose().k, policy.choose().why))
+    assert ks == [(15, "shrank"), (16, "grew"), (16, "grew"), (15, "shrank"),
+                  (14, "shrank"), (14, "shrank")]  # a round that drafted nothing judges nothing
+    low = GrowLength(8, start=1)
+    low.observe(synthetic(1, 0, draft_step=0.001, verify=0.01))
+    assert low.choose().k == 1  # never under one
+    low.observe(synthetic(1, 1, draft_step=0.001, verify=0.01))
+    assert low.choose().k == 3
+
+
+# --- through the loop -------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def store() -> ModelStore:
+    return ModelStore()
+
+
+@pytest.fixture(scope="module")
+def pair(tiny_family, store) -> Models:
+    return Models(store.get(str(tiny_family["llama_target"])),
+                  store.get(str(tiny_family["llama_draft"])))
+
+
+def run(name: str, models: Models, settings: DecodeSettings) -> Trace:
+    ids = models.target.tokenizer.encode(PROMPT)
+    return Trace(name, list(run_strategy(name, models, ids, settings)))
+
+
+def greedy(**kw) -> DecodeSettings:
+    kw.setdefault("max_tokens", TOKENS)
+    return DecodeSettings(stop_at_eos=False, **kw)
+
+
+POLICIES = [AUTO, GROW, "pmin:0.3", "pmin:0.9"]
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("name", ["draft", "ngram", "chain"])
+def test_each_policy_equals_plain_and_records_its_choices(pair, policy, name) -> None:
+    settings = greedy(num_draft_tokens=policy, ngram_k=policy, max_tokens=64)
+    trace = run(name, pair, settings)
+    assert trace.tokens == run("plain", pair, greedy(max_tokens=64)).tokens
+    chosen = [r for r in trace.rounds if r.length is not None]
+    assert len(chosen) == len(trace.rounds)
+    assert {r.length.policy for r in chosen} == {policy.partition(":")[0]}
+    assert all(len(r.drafted) <= r.length.k for r in chosen)
+    assert all(choice_words(r) for r in chosen)
+
+
+@pytest.mark.parametrize("policy", POLICIES)
+def test_each_policy_with_an_mtp_head_equals_plain(tiny_family, store, policy) -> None:
+    target = store.get(str(tiny_family["mtp_target"]))
+    models = Models(target, mtp=load_mtp(target))
+    trace = run("mtp", models, greedy(mtp_depth=policy))
+    assert trace.tokens == run("plain", models, greedy()).tokens
+    assert all(r.length is not None and r.length.k <= 8 for r in trace.rounds)
+
+
+@pytest.mark.parametrize("name", ["draft", "mtp"])
+def test_pmin_drafts_while_the_draft_is_sure_and_records_where_it_stopped(
+        tiny_family, store, pair, name) -> None:
+    """At temperature 0 a draft's probability is its top one: every draft kept in a round
+    is at least the threshold, and a round that stopped short records the probability
+    under it that stopped it."""
+    if name == "mtp":
+        target = store.get(str(tiny_family["mtp_target"]))
+        models = Models(target, mtp=load_mtp(target))
+    else:
+        models = pair
+
+    def rounds(count: str) -> list[tuple[Round, int]]:
+        """The rounds of a run but the first (an MTP head's drafts nothing), each with
+        how many tokens the run had left when it drafted."""
+        trace = run(name, models, greedy(num_draft_tokens=count, mtp_depth=count,
+                                         max_tokens=64))
+        lefts = [64 - made for made in accumulate((len(r.tokens) for r in trace.rounds),
+                                                  initial=0)]
+        return list(zip(trace.rounds, lefts))[1:]
+
+    # Thresholds where some drafts pass and some do not: quartiles of the tiny models'
+    # probabilities, drafted with a threshold that never stops.
+    sure = sorted(q for r, _ in rounds("pmin:1e-09") for q in r.draft_probs)
+    for p_min in (sure[len(sure) // 4], sure[len(sure) // 2]):
+        count = parse_draft_count(f"pmin:{p_min:g}")
+        p_min = float(count.partition(":")[2])
+        ran = rounds(count)
+        assert all(q >= p_min for r, _ in ran for q in r.draft_probs or ())
+        stopped = [r for r, _ in ran if r.length.stopped is not None]
+        assert all(r.length.stopped < p_min for r in stopped)
+        assert all(len(r.drafted) == min(r.length.k, left)
+                   for r, left in ran if r.length.stopped is None)
+        assert {bool(r.drafted) for r in stopped} == {True, False}  # so it can fail
+
+
+def test_a_round_cut_by_the_token_limit_says_so(pair) -> None:
+    rounds = run("draft", pair, greedy(num_draft_tokens=GROW, max_tokens=12)).rounds
+    cut = [r for r in rounds if 0 < len(r.drafted) < r.length.k]
+    assert cut, "the last rounds must meet the limit of 12 tokens"
+    assert all(choice_words(r).endswith(f"; {len(r.drafted)} drafted: the token limit "
+                                        "left no room for more") for r in cut)
+    assert not any("drafted:" in choice_words(r) for r in rounds if r not in cut)
+
+
+def test_auto_at_temperature_zero_learns_from_the_drafts_guesses(pair) -> None:
+    trace = run("draft", pair, greedy(num_draft_tokens=AUTO, max_tokens=96))
+    assert trace.rounds[0].length.why == "time"  # no calibration: a plain step is timed
+    assert any(r.drafted for r in trace.rounds)
+    # It learns past the k it drafts: the draft's guesses judged at plain steps (only
+    # there), or an exploration while it drafts. The run's timings decide which.
+    judged = [r for r in trace.rounds if r.length.guesses]
+    assert all(not r.drafted and len(r.length.guesses) >= 8 for r in judged)
+    assert judged or any(r.length.why == "explore" for r in trace.rounds)
+
+
+# --- any sequence of k ------------------------------------------------------------------
+
+
+class Scripted:
+    """A policy that asks for the ks of a script in turn (0 included): the proposers'
+    catching up after a plain step, and every k after every other."""
+
+    def __init__(self, script: list[int]) -> None:
+        self.script, self.turn = script, 0
+
+    def choose(self) -> LengthChoice:
+        self.turn += 1
+        return LengthChoice("auto", self.script[(self.turn - 1) % len(self.script)], "best")
+
+    def observe(self, event: Round) -> None:
+        pass
+
+
+SCRIPT = [0, 3, 1, 0, 0, 5, 2, 0, 4, 1]
+
+
+@pytest.fixture
+def scripted(monkeypatch):
+    for module in (draft, mtp, ngram):
+        monkeypatch.setattr(module, "draft_length",
+                            lambda settings, name, calibration=None: Scripted(SCRIPT))
+
+
+@pytest.mark.parametrize("target,drafter", [
+    ("llama_target", "llama_draft"), ("hybrid_target", "hybrid_draft"),
+    ("llama_target", "hybrid_draft"),
+])
+def test_any_sequence_of_k_equals_plain_at_temperature_zero(
+        tiny_family, store, scripted, target, drafter) -> None:
+    models = Models(store.get(str(tiny_family[target])), store.get(str(tiny_family[drafter])))
+    plain = run("plain", models, greedy())
+    for name in ("draft", "ngram"):
+        assert run(name, models, greedy()).tokens == plain.tokens, name
+    # Choices are made one round late: the first serves the first two rounds.
+    lengths = [len(r.drafted) for r in run("draft", models, greedy()).rounds]
+    assert lengths[:len(SCRIPT) + 1] == [SCRIPT[0], *SCRIPT]
+
+
+def test_mtp_with_any_sequence_of_k_equals_plain(tiny_family, store, scripted) -> None:
+    target = store.get(str(tiny_family["mtp_target"]))
+    models = Models(target, mtp=load_mtp(target))
+    assert run("mtp", models, greedy()).tokens == run("plain", models, greedy()).tokens
+
+
+def test_a_round_that_drafts_nothing_is_all_the_targets_time(pair, scripted) -> None:
+    trace = run("draft", pair, greedy())
+    plain_steps = [r for r in trace.rounds if not r.drafted]
+    assert plain_steps and all(r.draft_seconds == 0.0 for r in plain_steps)
+    assert all(r.proposer is None for r in plain_steps)
+    assert all(r.proposer == "draft" for r in trace.rounds if r.drafted)
+    assert compute_stats(trace.events).single_pass_seconds > 0
+
+
+@pytest.mark.parametrize("drafter", ["llama_draft", "hybrid_draft"])
+def test_a_draft_catches_up_on_the_rounds_it_skipped(tiny_family, store, scripted,
+                                                     drafter) -> None:
+    """After plain steps (a script's 0s, two in a row too) the draft model proposes what
+    it would from the whole text so far: its catching up fed every skipped token."""
+    draft_model = store.get(str(tiny_family[drafter]))
+    models = Models(store.get(str(tiny_family["llama_target"])), draft_model)
+    trace = run("draft", models, greedy())
+    prompt = models.target.tokenizer.encode(PROMPT)
+    done: list[int] = []
+    after_skips = 0
+    for i, r in enumerate(trace.rounds):
+        if r.drafted:
+            own = run_strategy("plain", Models(draft_model), prompt + done,
+                               greedy(max_tokens=len(r.drafted)))
+            assert r.drafted == Trace("plain", list(own)).tokens, f"round {i}"
+            after_skips += i > 1 and not trace.rounds[i - 1].drafted
+        done += r.tokens
+    assert after_skips >= 3
+
+
+# --- the target's distribution above temperature 0 --------------------------------------
+
+
+def sampled_tokens(models: Models, settings: DecodeSettings):
+    ids = models.target.tokenizer.encode(PROMPT)
+
+    def tokens(seed: int) -> list[int]:
+        s = replace(settings, sampling=replace(SAMPLING, seed=seed))
+        return Trace("draft", list(run_strategy("draft", models, ids, s))).tokens
+
+    return tokens, ids
+
+
+@pytest.mark.parametrize("script", [[0, 2], [2, 1]])
+def test_changing_k_keeps_the_targets_distribution(pair, monkeypatch, script) -> None:
+    """The first two tokens from a plain step then drafts the draft model must catch up
+    on, and from drafts then fewer: drawn from the target's distribution."""
+    monkeypatch.setattr(draft, "draft_length",
+                        lambda settings, name, calibration=None: Scripted(script))
+    tokens, ids = sampled_tokens(pair, DecodeSettings(max_tokens=2, stop_at_eos=False,
+                                                      sampling=SAMPLING))
+    assert min(lossless_pvalues(tokens, pair.target.model, ids, SAMPLING, SAMPLES)) > 1e-3
+
+
+@pytest.mark.parametrize("policy", [AUTO, GROW, "pmin:0.1"])
+def test_each_policy_keeps_the_targets_distribution(tiny_family, store, policy) -> None:
+    """``auto`` priced by a calibration where drafting pays (so it drafts from its first
+    round), ``grow`` and ``pmin`` (a low threshold, so some rounds stop and some do not),
+    at temperature > 0: the first two tokens follow the target's law."""
+    models = Models(store.get(str(tiny_family["llama_target"])),
+                    store.get(str(tiny_family["llama_draft"])),
+                    calibration=made_calibration(draft_step=0.05, slope=0.05))
+    settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=policy,
+                              sampling=SAMPLING)
+    tokens, ids = sampled_tokens(models, settings)
+    first = Trace("draft", list(run_strategy("draft", models, ids, settings))).rounds[0]
+    assert first.drafted and first.length.policy == policy.partition(":")[0]
+    assert min(lossless_pvalues(tokens, models.target.model, ids, SAMPLING, SAMPLES)) > 1e-3
+
+
+def test_a_sweep_runs_the_policies_beside_fixed_k(tiny_family) -> None:
+    """``-k 1,auto,grow``: each policy is a cell like any other (checked against plain,
+    saved, read back); the chart draws auto as a level across the fixed k."""
+    from specdeck.engines.core.requests import SweepPrompt, SweepRequest
+    from specdeck.engines.runs.sweep import recommendations, run_sweep
+    from specdeck.sessions.chart import auto_levels, series_of
+    from specdeck.sessions.session import sweep_document
+    from specdeck.sessions.sweep_file import sweep_from_document
+
+    request = SweepRequest(
+        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
+        prompts=[SweepPrompt("p", PROMPT)], strategies=["draft"], ks=[1, AUTO, GROW],
+        reps=1, warmup=0, max_tokens=24)
+    cells, complete = run_sweep(request)
+    assert complete and all(c.correct for c in cells)
+    assert [c.label for c in cells] == ["plain", "draft k=1", "draft k=auto", "draft k=grow"]
+    sweep = sweep_from_document(sweep_document(request, cells, recommendations(cells),
+                                               True, {}))
+    assert [c["k"] for c in sweep.cells] == [None, 1, AUTO, GROW]
+    assert series_of(sweep.cells) == {"p: draft": [(1, sweep.cells[1]["speedup"])]}
+    assert auto_levels(sweep.cells) == {"p: draft": sweep.cells[2]["speedup"]}
