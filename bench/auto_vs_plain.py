@@ -1,7 +1,8 @@
-"""``auto`` against plain decoding, paired run by run, and the loop's own plain steps.
+"""``auto`` (or another draft-length policy) against plain decoding, paired run by run,
+and the loop's own plain steps.
 
-Where every fixed k loses, ``auto`` should run as fast as plain decoding (issue 18). What
-it can lose there is of two kinds: its own (choosing each round, the rounds that try
+Where every fixed k loses, ``auto`` should run as fast as plain decoding. What it can
+lose there is of two kinds: its own (choosing each round, the rounds that try
 drafting from plain steps) and the speculative loop's (a plain step run by the loop that
 drafts, against ``engines.plain``'s). So each prompt runs four ways, in an order that
 turns each repetition: plain, the strategy at ``auto``, the same loop held at plain
@@ -13,17 +14,20 @@ Plain again against plain is what "noise" means here: the spread of a pair in wh
 nothing differs.
 
     python bench/auto_vs_plain.py [--family demo] [--strategy mtp|draft|ngram]
-                                  [--max-tokens 128] [--reps 6] [--prompts a,b,FILE]
+                                  [--policy auto|grow|pmin:P] [--max-tokens 128]
+                                  [--reps 6] [--prompts a,b,FILE]
 
-Prompts by name (``bench/auto_k.py``'s, ``held_out/``'s, built-in ones) or text files.
-The default is the eight held-out prompts written to measure the MTP head's auto on
-2026-12-04.
+Prompts by name (``bench/draft_policies.py``'s, ``held_out/``'s, built-in ones) or text
+files. The default is eight held-out prompts (written to measure the MTP head's auto on
+2026-12-04). The machine's load (``os.getloadavg``) is printed before and after: on a
+shared machine, a figure means little without it.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import time
@@ -36,12 +40,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import mlx.core as mx  # noqa: E402
 
-from auto_k import prompt_text  # noqa: E402
+from draft_policies import prompt_text  # noqa: E402
 from specdeck.engines.measure.blas_threads import fit_blas_threads_to  # noqa: E402
 from specdeck.engines.runs.compare import encode_prompt, machine_calibration  # noqa: E402
-from specdeck.engines.core.config import AUTO, DecodeSettings  # noqa: E402
+from specdeck.engines.core.config import DecodeSettings, parse_draft_count  # noqa: E402
 from specdeck.engines.proposers.draft import DraftModel  # noqa: E402
-from specdeck.engines.auto.draft_length import FixedLength  # noqa: E402
+from specdeck.engines.auto.length import FixedLength  # noqa: E402
 from specdeck.engines.core.events import Round  # noqa: E402
 from specdeck.engines.models.families import require_family  # noqa: E402
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
@@ -68,11 +72,11 @@ def load(family: str, strategy: str) -> Models:
     return Models(target=target, draft=draft, mtp=mtp, calibration=calibration)
 
 
-def runners(models: Models, strategy: str, ids: list[int], n: int
+def runners(models: Models, strategy: str, policy: str, ids: list[int], n: int
             ) -> dict[str, Callable[[], tuple[int, int]]]:
     """Each way to run the prompt: a call returns (tokens made, rounds that drafted)."""
     plain = DecodeSettings(max_tokens=n, stop_at_eos=False)
-    auto = DecodeSettings(max_tokens=n, stop_at_eos=False, **{COUNT[strategy]: AUTO})
+    auto = DecodeSettings(max_tokens=n, stop_at_eos=False, **{COUNT[strategy]: policy})
 
     def counted(events) -> tuple[int, int]:
         rounds = [e for e in events if isinstance(e, Round)]
@@ -90,7 +94,7 @@ def runners(models: Models, strategy: str, ids: list[int], n: int
         return counted(run_strategy("plain", models, ids, plain))
 
     return {"plain": plain_run,
-            "auto": lambda: counted(run_strategy(strategy, models, ids, auto)),
+            policy: lambda: counted(run_strategy(strategy, models, ids, auto)),
             "plain steps": held_at_plain_steps,
             "plain again": plain_run}
 
@@ -99,21 +103,23 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--family", default="demo")
     ap.add_argument("--strategy", choices=sorted(COUNT), default="mtp")
+    ap.add_argument("--policy", type=parse_draft_count, default="auto")
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--prompts", default=PROMPTS)
     args = ap.parse_args()
 
+    print("load average (1, 5, 15 min) before: %.2f %.2f %.2f" % os.getloadavg())
     models = load(args.family, args.strategy)
     if models.calibration is None:
         print("no calibration of these models on this machine: auto learns every cost "
               "from its own rounds (specdeck calibrate first to measure what a run gets)")
-    ratios: dict[str, list[float]] = {"auto": [], "plain steps": [], "plain again": []}
+    ratios: dict[str, list[float]] = {args.policy: [], "plain steps": [], "plain again": []}
     print(f"{args.family} {args.strategy}, {args.max_tokens} tokens, {args.reps} repetitions: "
           "time over plain's in the same repetition (median), auto's drafting rounds")
     for name in args.prompts.split(","):
         ids = encode_prompt(models.target.tokenizer, prompt_text(name))
-        ways = runners(models, args.strategy, ids, args.max_tokens)
+        ways = runners(models, args.strategy, args.policy, ids, args.max_tokens)
         ways["plain"]()  # warm
         order = list(ways)
         seconds: dict[str, list[float]] = {way: [] for way in ways}
@@ -127,7 +133,7 @@ def main() -> int:
                 seconds[way].append(time.perf_counter() - start)
                 if made != args.max_tokens:
                     raise SystemExit(f"{way} on {name} made {made} tokens")
-                if way == "auto":
+                if way == args.policy:
                     drafting.append(drafted)
         row = []
         for way in ratios:
@@ -142,6 +148,7 @@ def main() -> int:
         print(f"{way} / plain: {math.exp(statistics.mean(logs)):.3f} of plain's time "
               f"(geometric mean, +-{error:.3f} s.e., {len(logs)} pairs; one pair spreads "
               f"+-{statistics.stdev(logs):.3f})")
+    print("load average (1, 5, 15 min) after: %.2f %.2f %.2f" % os.getloadavg())
     return 0
 
 

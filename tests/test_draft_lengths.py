@@ -82,8 +82,9 @@ def test_the_command_lines_and_the_settings_dialog_take_each_policy(tiny_family)
 
 
 def test_grow_adds_two_after_a_round_kept_whole_and_takes_one_otherwise() -> None:
-    policy = GrowLength(16)
-    assert (policy.choose().k, policy.choose().why) == (16, "start")  # 20, capped
+    policy = GrowLength(16, start=20)
+    assert (policy.choose().k, policy.choose().why) == (16, "start")  # capped at the most
+    assert GrowLength(16).choose().k == 5 and GrowLength(4).choose().k == 4
     ks = []
     for drafted, accepted in ((16, 3), (15, 15), (16, 16), (16, 0), (15, 2), (0, 0)):
         policy.observe(synthetic(drafted, accepted, draft_step=0.001, verify=0.01))

@@ -97,7 +97,7 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "each round's k."),
     ("grow k",
      "transformers' schedule (num_assistant_tokens): 2 drafts more after a round that kept "
-     "every draft, 1 fewer after a round that did not, from 20 (16 here)."),
+     "every draft, 1 fewer after a round that did not, from 5 (transformers starts at 20)."),
     ("pmin k",
      "llama.cpp's rule (--draft-p-min): each round drafts while the draft's top "
      "probability at the next position is at least P, up to 16 drafts."),

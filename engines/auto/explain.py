@@ -55,7 +55,8 @@ def pmin_words(choice: LengthChoice) -> str:
 def grow_words(choice: LengthChoice) -> str:
     """Why ``grow`` chose ``choice.k``."""
     rule = "transformers' schedule: +2 after a round kept whole, -1 after one that was not"
-    why = {"start": f"its start, transformers' 20 (at most {MAX_DRAFT_TOKENS} here)",
+    why = {"start": "its start (5; transformers starts at 20, and keeps the count from one "
+                    "generation to the next)",
            "grew": "the round before last kept every draft",
            "shrank": "the round before last had a draft rejected"}[choice.why]
     return f"grow chose {drafts(choice.k)}: {why} ({rule})"

@@ -76,16 +76,18 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    f"(default: the built-in {DEFAULT_PROMPT!r} prompt, as bare specdeck)")
     p.add_argument("-k", "--num-draft-tokens", type=draft_count,
                    default=SETTINGS.num_draft_tokens,
-                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS}, or auto: chosen each round "
-                   "from the acceptance and costs measured so far (default %(default)s)")
+                   help=f"drafts per round, 1..{MAX_DRAFT_TOKENS}, or a policy choosing each "
+                   "round's: auto (from the acceptance and costs measured so far), grow "
+                   "(transformers' +2 / -1), pmin:P (llama.cpp's: draft while the draft's top "
+                   "probability is at least P) (default %(default)s)")
     p.add_argument("--depth", type=draft_count, default=SETTINGS.mtp_depth,
-                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH}, or auto "
+                   help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH}, or auto, grow, pmin:P "
                    "(default %(default)s)")
     p.add_argument("--ngram", type=int, default=SETTINGS.ngram_n,
                    help="prompt lookup: tokens to match (default %(default)s)")
     p.add_argument("--ngram-k", type=draft_count, default=SETTINGS.ngram_k,
                    help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS}, or "
-                   "auto (default %(default)s)")
+                   "auto, grow, pmin:P (default %(default)s)")
     p.add_argument("--max-tokens", type=int, default=SETTINGS.max_tokens,
                    help="tokens to generate at most (default %(default)s)")
     p.add_argument("--temp", type=float, default=SAMPLING.temperature,

@@ -40,14 +40,15 @@ def _ints(value: str) -> list[int]:
 
 
 def _counts(value: str) -> list:
-    """k values: whole numbers, and ``auto`` for the draft length chosen each round."""
+    """k values: whole numbers, and policies (``auto``, ``grow``, ``pmin:P``) that
+    choose each round's."""
     from specdeck.engines.core.config import parse_draft_count
 
     try:
         return [parse_draft_count(v) for v in value.split(",") if v.strip()]
     except ValueError:
         raise argparse.ArgumentTypeError(
-            f"expected comma-separated whole numbers or auto, got {value!r}")
+            f"expected comma-separated whole numbers, auto, grow or pmin:P, got {value!r}")
 
 
 def _floats(value: str) -> list[float]:
@@ -71,10 +72,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="comma-separated speculative strategies to sweep: draft, mtp, ngram "
                    "(default %(default)s)")
     p.add_argument("-k", "--num-draft-tokens", type=_counts, default=_default("ks"),
-                   help=f"k values for draft (and ngram), auto among them for the length "
-                   f"chosen each round: default {_listed('ks')}")
+                   help=f"k values for draft (and ngram), policies among them (auto, grow, "
+                   f"pmin:P) for the length chosen each round: default {_listed('ks')}")
     p.add_argument("--depth", type=_counts, default=_default("depths"),
-                   help=f"MTP depths (auto too): default {_listed('depths')}")
+                   help=f"MTP depths (policies too): default {_listed('depths')}")
     p.add_argument("--ngram", type=_ints, default=_default("ngram_ns"),
                    help=f"n-gram match lengths: default {_listed('ngram_ns')}")
     p.add_argument("--temp", type=_floats, default=_default("temperatures"),
