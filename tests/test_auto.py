@@ -33,7 +33,9 @@ def test_without_a_calibration_it_times_plain_steps_then_drafts_once_to_price_ro
     plain_steps(policy, 3)  # the first run cold, then one between two others is timed
     assert policy.one_token.value == PASS
     assert (policy.choose().k, policy.choose().why) == (1, "start")
-    policy.observe(synthetic(1, 1, draft_step=0.001, verify=0.011))
+    policy.observe(synthetic(1, 1, draft_step=0.5, verify=9.0))  # the first runs cold
+    assert (policy.choose().k, policy.choose().why) == (1, "start")
+    policy.observe(synthetic(1, 1, draft_step=0.1, verify=1.1))
     choice = policy.choose()
     assert choice.why in ("best", "explore") and choice.tokens and choice.cost
 
@@ -142,6 +144,8 @@ def test_at_plain_steps_the_guesses_wait_twice_as_long_each_time_up_to_the_windo
     prior = (0.2, tuple(1.0 + 0.1 * k for k in range(9)))
     policy = timed(8, prior)
     policy.expect_guesses()
+    for i in (5, 6):  # drafting timed (the first drafting round runs cold)
+        policy.observe(synthetic(2, 0, draft_step=0.2, verify=1.2, index=i))
     waits = []
     for _ in range(6):
         waits.append(policy.guess_after())
@@ -152,10 +156,30 @@ def test_at_plain_steps_the_guesses_wait_twice_as_long_each_time_up_to_the_windo
     # Guesses that say drafting pays: a drafting k, and the wait starts over.
     fresh = timed(8, prior)
     fresh.expect_guesses()
+    for i in (5, 6):
+        fresh.observe(synthetic(2, 0, draft_step=0.2, verify=1.2, index=i))
     fresh.observe_guesses([False] * 8)
     assert fresh.guess_after() == 16
     fresh.observe_guesses([True] * 64)
     assert fresh.choose().k > 0 and fresh.guess_after() == RULES.explore_every
+
+
+def test_priced_by_a_calibration_alone_it_tries_a_drafting_round_to_time_one() -> None:
+    """Guesses say how often drafts would be kept, not what drafting costs: a calibration
+    that overprices rounds (taken on a busy machine) would hold it at plain steps for
+    good. So until a drafting round of its own is timed, it tries one after its wait."""
+    dear = (0.5, tuple(1.0 + 1.0 * k for k in range(9)))  # priced three times the truth
+    policy = timed(8, dear)
+    policy.expect_guesses()
+    assert policy.choose().k == 0
+    plain_steps(policy, 8, start=4)
+    policy.observe_guesses([True] * 8)
+    tried = policy.choose()
+    assert (tried.why, tried.k > 0) == ("try", True)
+    for i in range(4):  # what its rounds really cost: a tenth of a step a draft
+        policy.observe(synthetic(tried.k, tried.k, draft_step=0.1, verify=1.0 + 0.1 * tried.k,
+                                 index=20 + i))
+    assert policy.choose().k > 0
 
 
 def test_at_plain_steps_it_reprices_only_when_it_learnt_something(monkeypatch) -> None:

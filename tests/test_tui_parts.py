@@ -175,7 +175,7 @@ def test_settings_form_builds_a_validated_request(tmp_path):
     assert changed.settings.sampling.temperature == 0.7
     assert changed.strategies == ["plain", "ngram"] and changed.draft is None
     with pytest.raises(SettingsError,
-                       match="k .drafts per round. must be a whole number, auto, grow or pmin:P"):
+                       match="k .drafts per round. must be a number, auto, grow or pmin:P"):
         apply_form(request, {**values, "k": "two"})
     auto = apply_form(request, {**values, "k": "auto", "mtp_depth": "Auto"})
     assert (auto.settings.num_draft_tokens, auto.settings.mtp_depth) == ("auto", "auto")

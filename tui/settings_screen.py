@@ -104,7 +104,7 @@ def apply_form(request: CompareRequest, values: dict[str, str]) -> CompareReques
         try:
             numbers[key] = kind(values[key].strip())
         except ValueError:
-            noun = {int: "a whole number", float: "a number"}.get(kind, "a whole number, auto, grow or pmin:P")
+            noun = {int: "a whole number", float: "a number"}.get(kind, "a number, auto, grow or pmin:P")
             raise SettingsError(f"{label} must be {noun} (got {values[key]!r})") from None
     settings = replace(
         request.settings,

@@ -14,9 +14,10 @@ Every ``explore_every`` rounds it drafts a neighbour of its best k instead, so t
 wrong estimate corrects itself. While it stands at plain steps it learns from the draft
 model's greedy guesses at their tokens (temperature 0), judged as rounds drafting there
 would have judged them; with no guesses to judge (an MTP head, prompt lookup,
-temperature > 0) it tries its best drafting k. Either waits ``explore_every`` plain
-steps, twice as long after each that leaves it at plain steps (guesses: at most
-``window`` apart), so what learning costs a text that never pays stays small.
+temperature > 0), or while no drafting round of its own has priced drafting, it tries
+its best drafting k. Either waits ``explore_every`` plain steps, twice as long after each
+that leaves it at plain steps (guesses: at most ``window`` apart), so what learning costs
+a text that never pays stays small.
 docs/auto-k.md says how each part was measured.
 """
 
@@ -92,8 +93,9 @@ class AutoLength:
         self.wait, self.idle = rules.explore_every, 0
         #: The plain step chosen, kept until something is learnt at plain steps.
         self.standing: LengthChoice | None = None
-        #: Whether plain steps are run to time one (the calibration priced the start).
-        self.timing = False
+        #: Whether plain steps are run to time one (the calibration priced the start), and
+        #: whether a drafting round ran (the first, cold, is not timed).
+        self.timing = self.drafted_before = False
 
     def expect_guesses(self) -> None:
         """The draft's guesses at the plain steps' tokens will be judged: no drafting
@@ -118,10 +120,11 @@ class AutoLength:
         self.stretch.clear()
         self.standing, self.idle = None, 0
         self._judge([True] * event.accepted + [False] * (event.accepted < drafted))
-        if event.index:
+        if self.drafted_before:  # the first drafting round runs cold too
             self.draft_step.add(event.draft_seconds / drafted)
             self.verify.setdefault(drafted, Timings(self.rules.timings)).add(event.verify_seconds)
             self.whole.setdefault(drafted, Timings(self.rules.timings)).add(event.seconds)
+        self.drafted_before = True
 
     def observe_guesses(self, matches: list[bool]) -> None:
         """The draft's greedy guesses at consecutive tokens of plain steps, each right or
@@ -133,8 +136,9 @@ class AutoLength:
             run = matches[start:start + self.most]
             self._judge(run)
             start += next((i for i, right in enumerate(run) if not right), len(run)) + 1
-        self.wait = min(2 * self.wait, self.rules.window)
-        self.standing, self.idle = None, 0
+        self.standing = None
+        if self.whole:  # else what drafting costs is the calibration's word: a try is due
+            self.wait, self.idle = min(2 * self.wait, self.rules.window), 0
 
     def _judge(self, matches: list[bool]) -> None:
         """Drafts (or guesses) from the first position on, up to the first wrong one."""
@@ -210,7 +214,7 @@ class AutoLength:
                     k, why, self.timing = 0, "time", True
         else:
             self.explored_at = self.rounds
-            if not self.guessing and self.idle >= self.wait:
+            if (not self.guessing or not self.whole) and self.idle >= self.wait:
                 k, why = fastest(rates, range(1, self.most + 1)), "try"
                 self.wait, self.idle = 2 * self.wait, 0
         choice = LengthChoice("auto", k, why, tokens[k], costs[k])
