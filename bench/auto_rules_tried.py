@@ -77,7 +77,7 @@ class Reached(AutoLength):
         costs = self.costs()
         tokens = list(accumulate(self.survival(), initial=1.0))
         trusted = sum(1 for n in self.reached if n >= 2.0)
-        k = fastest([n / c for n, c in zip(tokens, costs)], range(trusted + 2))
+        k = fastest([n / c for n, c in zip(tokens, costs)], range(min(len(costs), trusted + 2)))
         return LengthChoice("auto", k, "best", tokens[k], costs[k])
 
 
