@@ -35,9 +35,10 @@ class Bonus(AutoLength):
             self.kept[drafts] += right
 
 
-class Replayed(AutoLength):
+class Replayed(Bonus):
     """Among the drafting k, the one whose rounds, replayed over the latest right and wrong
-    guesses, bring the most (where each k's rounds start: a text that repeats)."""
+    guesses, bring the most (where each k's rounds start: a text that repeats); the
+    record fed as the old controller fed it, by ``Bonus``'s guesses too."""
 
     def __init__(self, *args, **kw) -> None:
         super().__init__(*args, **kw)
@@ -54,6 +55,10 @@ class Replayed(AutoLength):
     def observe_guesses(self, matches: list[bool]) -> None:
         self.right.guesses(matches)
         super().observe_guesses(matches)
+
+    def observe_bonus(self, drafts: int, right: bool) -> None:
+        self.right.bonus(right)
+        super().observe_bonus(drafts, right)
 
     def choose(self) -> LengthChoice:
         choice = super().choose()
