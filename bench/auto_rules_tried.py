@@ -184,5 +184,5 @@ def typical(most: int, prior) -> AutoLength:
 
 
 VARIANTS = {"bonus": Bonus, "replayed": Replayed, "reached": Reached, "hope": Hope,
-            "follow": Follow, "uncapped": Uncapped, "first tries": FirstTries,
+            "follow": Follow, "uncapped": Uncapped, "first-tries": FirstTries,
             "typical": typical}
