@@ -27,7 +27,8 @@ def auto_words(choice: LengthChoice) -> str:
         return ("auto chose a plain step: it times plain steps to price drafting rounds "
                 "against (this pair has no calibration on this machine)")
     if choice.why == "start":
-        return f"auto chose {drafts(k)}: a first drafting round, timed to price the others"
+        return (f"auto chose {drafts(k)}: a drafting round timed to price the others (this "
+                "pair has no calibration on this machine)")
     if not k:
         return "auto chose a plain step: no k was predicted to pay for its cost"
     expects = ""
