@@ -288,11 +288,12 @@ lazy = "optiq" not in sys.modules
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Round
 from specdeck.engines.models.loading import ModelStore
-from specdeck.engines.proposers.mtp import load_mtp, run_mtp
+from specdeck.engines.proposers.mtp import load_mtp, run
+from specdeck.engines.decode.run import Models
 target = ModelStore().get(sys.argv[1])
-mtp = load_mtp(target)
+models = Models(target, mtp=load_mtp(target))
 settings = DecodeSettings(max_tokens=8, mtp_depth=2, stop_at_eos=False)
-events = list(run_mtp(mtp, target.tokenizer.encode("def add"), settings))
+events = list(run(models, target.tokenizer.encode("def add"), settings))
 heavy = ["flask", "fastapi", "uvicorn", "openai", "pygame", "ddgs", "torch"]
 print(json.dumps({
     "lazy": lazy, "optiq": "optiq" in sys.modules,

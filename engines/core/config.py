@@ -10,12 +10,7 @@ from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Literal, Union
 
 from specdeck.engines.core.errors import SettingsError
-
-STRATEGIES = ("plain", "draft", "mtp", "ngram", "chain")
-#: Who drafts for each speculative strategy (``chain``: prompt lookup, then a draft
-#: model or, without one, an MTP head).
-DRAFTERS = {"draft": ("draft",), "mtp": ("mtp",), "ngram": ("ngram",),
-            "chain": ("ngram", "draft", "mtp")}
+from specdeck.engines.core.strategies import DRAFTERS, STRATEGIES
 
 #: A draft length a controller picks round by round (``engines.draft_length``) instead
 #: of a fixed k: ``-k auto``, ``--depth auto``, ``--ngram-k auto``.
@@ -155,13 +150,13 @@ class DecodeSettings:
 
     def draft_count(self, drafter: str) -> DraftCount:
         """The setting of a drafter (``draft``, ``mtp``, ``ngram``): k or ``auto``."""
-        return {"draft": self.num_draft_tokens, "mtp": self.mtp_depth,
-                "ngram": self.ngram_k}[drafter]
+        return getattr(self, DRAFTERS[drafter].setting)
 
     def max_drafts(self, strategy: str) -> int:
         """The most drafts one round of ``strategy`` proposes (plain: none; ``auto``:
         the most its controller may choose; ``chain``: the most of its drafters')."""
-        return max((self._most(drafter) for drafter in DRAFTERS.get(strategy, ())), default=0)
+        drafters = STRATEGIES[strategy].drafters if strategy in STRATEGIES else ()
+        return max((self._most(drafter) for drafter in drafters), default=0)
 
     def _most(self, drafter: str) -> int:
         count = self.draft_count(drafter)

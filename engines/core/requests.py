@@ -10,19 +10,9 @@ import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 
-from specdeck.engines.core.config import DTYPES, STRATEGIES, DecodeSettings, DraftCount, Sampling
+from specdeck.engines.core.config import DTYPES, DecodeSettings, DraftCount, Sampling
 from specdeck.engines.core.errors import SettingsError
-
-#: Strategies that need a draft model.
-NEEDS_DRAFT = {"draft"}
-#: Strategies that draft with the draft model when one is named.
-USES_DRAFT = {"draft", "chain"}
-
-
-def uses_mtp(strategies: list[str], draft: object) -> bool:
-    """Whether a comparison needs an MTP head: for the mtp strategy, or for chain with
-    no draft model to fall back on."""
-    return "mtp" in strategies or ("chain" in strategies and not draft)
+from specdeck.engines.core.strategies import STRATEGIES, SWEPT, names
 
 #: Timed repetitions of each strategy a comparison may ask for.
 MAX_REPEATS = 20
@@ -102,8 +92,9 @@ class GroupSpec:
 
 def require_draft(strategies: list[str], draft: object) -> None:
     """Refuse strategies that need a draft model when none is given."""
-    if NEEDS_DRAFT & set(strategies) and not draft:
-        raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
+    for name in strategies:
+        if STRATEGIES[name].draft_model == "always" and not draft:
+            raise SettingsError(STRATEGIES[name].needs)
 
 
 @dataclass
@@ -145,9 +136,7 @@ class CompareRequest:
             raise SettingsError("choose at least one strategy")
         unknown = [s for s in self.strategies if s not in STRATEGIES]
         if unknown:
-            raise SettingsError(
-                f"unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})"
-            )
+            raise SettingsError(f"unknown strategy {unknown[0]!r} (choose from {names()})")
         if len(set(self.strategies)) != len(self.strategies):
             raise SettingsError("a strategy is listed twice")
         require_draft(self.strategies, self.draft)
@@ -155,10 +144,6 @@ class CompareRequest:
             raise SettingsError("the prompt is empty")
         if self.warmup_tokens < 0:
             raise SettingsError("warm-up tokens must be >= 0")
-
-
-#: Strategies a sweep can vary (plain is its baseline).
-SPECULATIVE = ("draft", "mtp", "ngram")
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,11 +235,9 @@ class SweepRequest:
     def validate(self) -> None:
         if not self.prompts:
             raise SettingsError("the sweep has no prompts")
-        unknown = [s for s in self.strategies if s not in SPECULATIVE]
+        unknown = [s for s in self.strategies if s not in SWEPT]
         if unknown:
-            raise SettingsError(
-                f"cannot sweep {unknown[0]!r} (choose from {', '.join(SPECULATIVE)})"
-            )
+            raise SettingsError(f"cannot sweep {unknown[0]!r} (choose from {', '.join(SWEPT)})")
         require_draft(self.strategies, self.draft)
         if self.group is not None:
             self.group.validate()

@@ -25,7 +25,8 @@ from specdeck.engines.measure.memory import (
     MemoryEstimate, Split, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
 from specdeck.engines.proposers.mtp import load_mtp
-from specdeck.engines.core.requests import USES_DRAFT, CompareRequest, uses_mtp
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.strategies import uses_draft, uses_mtp
 from specdeck.engines.core.stats import compute_stats
 from specdeck.engines.decode.run import Models, run_strategy
 
@@ -76,9 +77,9 @@ def describe_models(request: CompareRequest, store: ModelStore) -> Described:
     """The target, draft and MTP model the request uses, from their files."""
     target = describe_dir(store.resolve(request.target, request.revision), name=request.target)
     draft = mtp = None
-    if USES_DRAFT & set(request.strategies) and request.draft:
+    if request.draft and uses_draft(request.strategies, True):
         draft = describe_dir(store.resolve(request.draft), name=request.draft)
-    if uses_mtp(request.strategies, request.draft):
+    if uses_mtp(request.strategies, bool(request.draft)):
         mtp = describe_dir(store.resolve(request.mtp_model), name=request.mtp_model) \
             if request.mtp_model else target
     return target, draft, mtp
@@ -193,7 +194,7 @@ def load_models(
     target = store.get(request.target, request.revision, request.dtype)
     fit_blas_threads_to(target)
     mtp = None
-    if uses_mtp(request.strategies, request.draft):
+    if uses_mtp(request.strategies, bool(request.draft)):
         if request.mtp_model:
             progress(f"loading {request.mtp_model}")
             mtp_source = store.get(request.mtp_model, dtype=request.dtype)
@@ -202,7 +203,7 @@ def load_models(
         progress(f"loading the MTP head of {mtp_source.name}")
         mtp = load_mtp(mtp_source)
     draft = None
-    if USES_DRAFT & set(request.strategies) and request.draft:
+    if request.draft and uses_draft(request.strategies, True):
         progress(f"loading {request.draft}")
         draft = store.get(request.draft, dtype=request.dtype)
     return Models(target=target, draft=draft, mtp=mtp, calibration=prepared.calibration)

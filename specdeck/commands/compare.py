@@ -194,7 +194,7 @@ def drafting_lines(rounds: list, stats, sampled: bool) -> list[str]:
     chose, who drafted for ``chain``, and (``sampled``: temperature > 0) what mlx-lm's
     exact-match rule would have kept of the same drafts."""
     from specdeck.engines.auto.draft_length import auto_summary
-    from specdeck.engines.core.events import DRAFTER_WORDS
+    from specdeck.engines.core.strategies import DRAFTERS
 
     lines = []
     auto = auto_summary(rounds)
@@ -203,7 +203,7 @@ def drafting_lines(rounds: list, stats, sampled: bool) -> list[str]:
     drafters = [r.proposer for r in rounds if r.proposer]
     if len(set(drafters)) > 1:
         lines.append("drafted by " + ", ".join(
-            f"{DRAFTER_WORDS[name]} in {plural(drafters.count(name), 'round')}"
+            f"{DRAFTERS[name].words} in {plural(drafters.count(name), 'round')}"
             for name in sorted(set(drafters))))
     shadow = stats.exact_match_acceptance_rate
     if sampled and shadow is not None:

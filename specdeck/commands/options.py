@@ -17,6 +17,7 @@ from specdeck.engines.core.config import (
     field_default, parse_draft_count,
 )
 from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.strategies import names
 from specdeck.engines.core.requests import (
     BACKENDS, MAX_REPEATS, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
 )
@@ -65,8 +66,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", help="revision of the target on the Hugging Face hub")
     p.add_argument(
         "--strategies", default="plain,draft",
-        help="comma-separated, run in this order (plain, draft, mtp, ngram, chain: "
-        "prompt lookup where the text repeats, the draft model or MTP head elsewhere)",
+        help=f"comma-separated, run in this order ({names()}; chain: prompt lookup where "
+        "the text repeats, the draft model or MTP head elsewhere)",
     )
     p.add_argument("--prompt",
                    help="prompt text, a built-in prompt's name (code, prose, chat_explain, ... in "
