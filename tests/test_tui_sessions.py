@@ -16,7 +16,8 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from specdeck.sessions.session import save_document
 from helpers.sessions import document, make_trace, plain_trace, sample_traces
-from specdeck.tui.app import LiveSource, ReplaySource, SpecdeckApp
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import LiveSource, ReplaySource
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen

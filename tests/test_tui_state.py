@@ -5,7 +5,8 @@ the target's decoder, read by a worker, arrives as a message."""
 from __future__ import annotations
 
 from specdeck.hosts.engine import TargetLoaded
-from specdeck.tui.app import Phase, ReplaySource, SpecdeckApp, pieces_by_token
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import Phase, ReplaySource, pieces_by_token
 from specdeck.testing.pilot import run_async
 from specdeck.testing.traces import demo_traces
 

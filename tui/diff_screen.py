@@ -116,8 +116,6 @@ LEGEND = [("diff: ", "equal"), ("[-deleted from a-]", "deleted"), ("  ", "equal"
           (" ⋯ equal tokens left out ⋯ ", "elided")]
 
 
-
-
 def stats_grid(pane: PaneDiff) -> Table:
     """Every statistic of the pair side by side with its ratio, as ``specdeck diff``
     prints them (``engines.formatting.stats_table``)."""
