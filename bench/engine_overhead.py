@@ -85,12 +85,22 @@ def made(events) -> int:
     return sum(len(getattr(e, "tokens", ())) for e in events)
 
 
+def module_of(engines: ModuleType, name: str) -> ModuleType:
+    """``engines``'s module ``name`` (``decode.sampling``), or, at a revision from before
+    engines/ had folders, its flat twin (``sampling``)."""
+    try:
+        return importlib.import_module(f"{engines.__name__}.{name}")
+    except ModuleNotFoundError:
+        return importlib.import_module(f"{engines.__name__}.{name.split('.')[-1]}")
+
+
 def plain_steps_loop(engines: ModuleType, models: Models, n: int) -> Callable[[], int]:
     """The speculative loop of ``engines`` (this tree's or a revision's) drafting
     nothing: prompt lookup whose match would need more tokens than any run holds, so
     every round is a plain step, as auto's plain steps and an unmatched lookup are."""
-    parts = {name: importlib.import_module(f"{engines.__name__}.{name}")
-             for name in ("speculative", "ngram", "draft_length", "sampling")}
+    parts = {name.split(".")[-1]: module_of(engines, name)
+             for name in ("decode.speculative", "proposers.ngram", "auto.draft_length",
+                          "decode.sampling")}
     ids = models.target.tokenizer.encode(PROMPT)
     settings = DecodeSettings(max_tokens=n, stop_at_eos=False)
 

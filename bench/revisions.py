@@ -24,10 +24,11 @@ def engines_at(revision: str, into: Path) -> ModuleType:
     folder = into / package / "engines"
     folder.mkdir(parents=True)
     (folder.parent / "__init__.py").write_text("")
-    for path in git("ls-tree", "--name-only", revision, "engines/").split():
+    for path in git("ls-tree", "-r", "--name-only", revision, "engines/").split():
         if path.endswith(".py"):
             text = git("show", f"{revision}:{path}")
-            (folder / Path(path).name).write_text(
-                text.replace("specdeck.engines", f"{package}.engines"))
+            module = folder / Path(path).relative_to("engines")
+            module.parent.mkdir(parents=True, exist_ok=True)
+            module.write_text(text.replace("specdeck.engines", f"{package}.engines"))
     sys.path.insert(0, str(into))
     return importlib.import_module(f"{package}.engines")
