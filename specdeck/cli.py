@@ -11,7 +11,9 @@ import os
 import shlex
 import sys
 
-from specdeck.commands import calibrate, compare, fetch, models, playground, sessions, sweep
+from specdeck.commands import (
+    calibrate, compare, export, fetch, models, playground, serve, sessions, sweep,
+)
 from specdeck.commands.options import add_model_options
 from specdeck.commands.exit_status import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
 from specdeck.engines.core.errors import GroupError, ModelError, SettingsError, UserError
@@ -21,7 +23,7 @@ from specdeck.sessions.diff import DiffError
 from specdeck.sessions.session import SessionError
 
 #: Each command module adds its parser (``add_parser``), which names its ``run``.
-COMMANDS = (compare, sweep, sessions, models, calibrate, fetch)
+COMMANDS = (compare, sweep, sessions, models, calibrate, fetch, export, serve)
 
 
 class DefaultsShown(argparse.HelpFormatter):

@@ -19,10 +19,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Front ends may print with rich: the command line, its commands and the app (and the
-#: test support that drives it).
+#: Front ends may print with rich: the command line, its commands, the app, what exports
+#: the app's pictures and casts (and the test support that drives it).
 FRONT_END_PACKAGES = ("specdeck.commands", "specdeck.safe_text.rich_text", "specdeck.cli",
-                      "specdeck.__main__", "specdeck.testing")
+                      "specdeck.__main__", "specdeck.export", "specdeck.testing")
 
 MLX = {"mlx", "mlx_lm", "optiq"}
 
