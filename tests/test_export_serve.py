@@ -8,7 +8,6 @@ from Chrome's performance log): the page draws it on a canvas, which holds no te
 from __future__ import annotations
 
 import base64
-import importlib.util
 import json
 import os
 import re
@@ -27,11 +26,6 @@ from specdeck.cli import main
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "sessions" / "examples" / "code-draft-k4.json"
 CLOCK = re.compile(r"race: each strategy from its own t=0 · ([0-9.]+) s of")
-
-pytestmark = pytest.mark.skipif(
-    importlib.util.find_spec("textual_serve") is None,
-    reason="textual-serve is not installed (pip install -e '.[test]')")
-
 
 def free_port() -> int:
     with socket.socket() as probe:

@@ -61,10 +61,8 @@ def served_command(args: argparse.Namespace) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
-        from textual_serve.server import Server
-    except ImportError:
-        raise UserError('specdeck serve needs textual-serve: pip install "specdeck[serve]"')
+    from textual_serve.server import Server
+
     if args.replay is not None:
         from specdeck.sessions.session import read_document, session_from_document
         from specdeck.sessions.sweep_file import is_sweep, sweep_from_document
