@@ -63,7 +63,7 @@ from specdeck.tui.prompt_line import PromptLine
 from specdeck.safe_text.tui import LiteralNotify
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
-from specdeck.tui.terminal import require_terminal
+from specdeck.tui.terminal import require_terminal, run_app_to_the_end
 from specdeck.tui.token_view import TokenView
 from specdeck.safe_text.plain import visible
 
@@ -622,13 +622,15 @@ class SpecdeckApp(LiteralNotify, App[None]):
         """The run cancelled with ``c`` has ended: say where its partial session went,
         in the status line while it still shows that run, else in a toast."""
         self._cancelled_run = None
-        problem = self._save_problem(message)
-        if problem or not message.saved:
+        if self._save_problem(message) or not (message.saved or self.save_sessions):
             return
-        line = f"cancelled · partial session saved to {message.saved} · r: measure again"
+        # Nothing saved: nothing had been measured (the engine may have died loading).
+        line = (f"cancelled · partial session saved to {message.saved} · r: measure again"
+                if message.saved else "cancelled · nothing was measured, so nothing was "
+                f"saved{f' ({message.error})' if message.error else ''} · r: measure again")
         if self.phase is Phase.CANCELLED:
             self.status_text = line
-        else:
+        elif message.saved:
             self.notify(f"the cancelled run was saved as a partial session: {message.saved}")
 
     def _ended(self, message: RunEnded) -> None:
@@ -738,10 +740,11 @@ class SpecdeckApp(LiteralNotify, App[None]):
             # The winner only: every pane's border says its own place and time, and a
             # 24-row terminal has one status line to spare.
             ends = self.playback.schedule.ends
-            first = min(ends, key=ends.get)
+            first = min(ends, key=ends.get, default=None)  # None: a session with no rounds
             again = ("g or r: race again" if isinstance(self.source, ReplaySource)
                      else "g: race again · r: measure again")
-            won = f"1st {visible(first, 40)} {duration(ends[first])}"
+            won = (f"1st {visible(first, 40)} {duration(ends[first])}" if first is not None
+                   else "nothing ran")
             text = f"race finished: {won} · {again} · i: inspect"
             self._brief = text, f"raced: {won} · g: again · i: inspect"
             self.status_text = text
@@ -804,6 +807,12 @@ class SpecdeckApp(LiteralNotify, App[None]):
         while node is not None and not isinstance(node, StrategyPane):
             node = node.parent
         return node.strategy if isinstance(node, StrategyPane) else None
+
+    #: Actions on a pane, which a session that ran no strategy has none of.
+    PANE_ACTIONS = frozenset({"step", "back", "jump", "cost_view", "toggle_link"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return bool(self.panes) or action not in self.PANE_ACTIONS
 
     def focused_pane(self) -> StrategyPane:
         """The pane with focus on the main screen, else the one the inspector showed last
@@ -1110,5 +1119,5 @@ def run_app(
     app = SpecdeckApp(request, traces, settings=settings, title=title, prompt=prompt,
                       memory_estimates=memory_estimates, measured=measured,
                       sessions_dir=sessions_dir, save_sessions=save_sessions, hint=hint)
-    app.run()
+    run_app_to_the_end(app)
     return app.save_problems

@@ -37,10 +37,14 @@ ESCAPES = [OSC52, OSC0, OSC8, CLEAR, C1_CSI, "\x1b[31mred\x1b[0m", "\x1bc", "\x0
 MARKUP = [QUIT, "[/]", " [/INST]", "[INST]", "[bold]b[/bold]", "[link=https://evil]x[/link]",
           "[on red]", "[/i]", "\\[x]", "[$accent]a[/]", "$text", "[b", "]", "[@click=]x[/]",
           "[red", "[[/]]"]
-#: Other odd text: wide, combining, right-to-left override, long without spaces.
-ODD = ["日本語", "e\u0301", "\u202etxt", "🙂", "x" * 3000, " ", "", "\t", "\n\n"]
+#: Characters that reorder or hide text: bidi overrides and isolates, zero-width
+#: characters, a byte-order mark, a tag character (invisible "ASCII smuggling").
+INVISIBLE = ["\u202etxt", "\u2066a\u2069", "\u2067", "\u2068", "\u200b", "\u200d",
+             "\ufeff", "\u200e", "\u061c", "\U000e0041", "\u2028"]
+#: Other odd text: wide, combining, long without spaces.
+ODD = ["日本語", "e\u0301", "🙂", "x" * 3000, " ", "", "\t", "\n\n"]
 
-FRAGMENTS = ESCAPES + MARKUP + ODD
+FRAGMENTS = ESCAPES + MARKUP + INVISIBLE + ODD
 
 #: Strategy names the schema allows that are not identifiers.
 STRATEGY_NAMES = ["my draft", "draft.v2", "dräft", "#x", "1st", "-", "a" * 200,
