@@ -98,7 +98,7 @@ def check_gguf(path: Path) -> None:
             with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as data:
                 _check(_Header(data), size)
     except (OSError, UnreadableFile, ValueError, struct.error) as exc:
-        raise ModelError(f"{path} is not a GGUF file mlx can read safely: {exc}") from exc
+        raise ModelError(f"cannot read {path} as a GGUF file: {exc}") from exc
 
 
 def _check(header: _Header, size: int) -> None:
