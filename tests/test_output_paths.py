@@ -21,11 +21,18 @@ from specdeck.engines.core.atomic_files import NotWritable, check_writable, writ
 DATA = b'{"a": 1}'
 
 
+def made_node(path: Path, kind: int, device: tuple[int, int]) -> bool:
+    """Whether a device node could be made at ``path`` (it takes root)."""
+    try:
+        os.mknod(path, kind | 0o666, os.makedev(*device))
+    except PermissionError:
+        return False
+    return True
+
+
 def char_device(path: Path) -> Path:
     """A copy of /dev/null made with mknod (root), else a link to /dev/null."""
-    try:
-        os.mknod(path, stat.S_IFCHR | 0o666, os.makedev(1, 3))
-    except PermissionError:
+    if not made_node(path, stat.S_IFCHR, (1, 3)):
         path.symlink_to("/dev/null")
     return path
 
@@ -67,9 +74,7 @@ def test_dev_stdout_writes_to_this_process_s_standard_output(capfd) -> None:
 
 
 def _block_device(path: Path) -> Path:
-    try:
-        os.mknod(path, stat.S_IFBLK | 0o600, os.makedev(7, 0))
-    except PermissionError:
+    if not made_node(path, stat.S_IFBLK, (7, 0)):
         pytest.skip("making a block device needs root")
     return path
 
