@@ -40,7 +40,8 @@ RENDERS = [
 FAILS = [
     "{{ raise_exception(%s) }}", "{% for %}", "{{ no_such.name }}", "{% endif %}",
     "{{ ''.__class__.__mro__[1].__subclasses__() }}", "{{ cycler.__init__.__globals__ }}",
-    "{% set x = messages[0]['content'] %}{{ x.__class__ }}", "{{ 1 / 0 }}",
+    "{% set x = messages[0]['content'] %}{{ x.__class__.__base__.__subclasses__() }}",
+    "{{ 1 / 0 }}",
 ]
 #: Pieces that never end, or grow without end: nested ranges, string doubling, a
 #: product too large, output without end, recursion.
@@ -77,25 +78,30 @@ def templates(draw) -> tuple[str, str]:
     return "".join(pieces), kind
 
 
-@settings(max_examples=14, deadline=None,
+@settings(max_examples=10, deadline=None,
           suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
 @given(case=templates(), content=hostile())
 def test_any_template_renders_as_transformers_does_or_fails_in_bounded_time(
         tokenizer, monkeypatch, case, content) -> None:
     template, kind = case
-    monkeypatch.setattr(chat_template, "RENDER_SECONDS", 1.5)
+    monkeypatch.setattr(chat_template, "RENDER_SECONDS", 1.0)
     monkeypatch.setattr(tokenizer, "chat_template", template)
-    messages = [{"role": "user", "content": content or "hi"}]
+    messages = [{"role": "user", "content": content}]
+
+    def as_transformers_renders() -> str:
+        return tokenizer.apply_chat_template(messages, tokenize=False,
+                                             add_generation_prompt=True)
+
     started = time.perf_counter()
     try:
         text = render_chat(tokenizer, messages)
     except ModelError as exc:
-        assert kind != "renders", exc
+        if kind == "renders":  # only what renders as nothing (an empty message)
+            assert "renders the prompt as nothing" in str(exc)
+            assert not as_transformers_renders().strip()
         assert time.perf_counter() - started < 5
         return
-    assert kind == "renders"
-    assert text == tokenizer.apply_chat_template(messages, tokenize=False,
-                                                 add_generation_prompt=True)
+    assert kind == "renders" and text == as_transformers_renders()
 
 
 def template_model(tiny_family, tmp_path, template: str) -> Path:

@@ -21,6 +21,7 @@ import specdeck.hosts.launch as launch
 from helpers.app import SIZE, make_request
 from specdeck.cli import main
 from specdeck.engines.core.requests import GroupSpec
+from specdeck.hosts import engine
 from specdeck.hosts.engine import RunEnded
 from specdeck.testing.pilot import run_async, until
 from specdeck.tui.app import SpecdeckApp
@@ -39,7 +40,7 @@ def started(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen, Path]:
     return process, err
 
 
-def wait_for(err: Path, text: str, process: subprocess.Popen, seconds: float = 60) -> None:
+def wait_for(err: Path, text: str, process: subprocess.Popen, seconds: float = 120) -> None:
     deadline = time.monotonic() + seconds
     while text not in err.read_text(errors="replace"):
         assert process.poll() is None, err.read_text()
@@ -182,23 +183,24 @@ def test_what_would_hang_or_trace_back_is_one_line(tmp_path, capsys, args, needl
 # --- the app's engine -------------------------------------------------------------------
 
 
-@run_async
-async def test_cancelling_after_the_engine_died_says_nothing_was_saved(tiny_family, tmp_path):
+def test_cancelling_after_the_engine_died_says_nothing_was_saved(tiny_family, tmp_path,
+                                                                 monkeypatch) -> None:
     gate = threading.Event()
+    # The engine takes the run and says nothing (it is loading, then it dies).
+    monkeypatch.setattr(engine, "serve_run", lambda *args: gate.wait(timeout=60))
 
-    def held_clock() -> float:  # the engine's first reading waits: nothing is measured
-        gate.wait(timeout=60)
-        return time.perf_counter()
+    @run_async
+    async def run() -> None:
+        app = SpecdeckApp(make_request(tiny_family), in_process=True, sessions_dir=tmp_path)
+        async with app.run_test(size=SIZE) as pilot:
+            await until(pilot, lambda: app.phase.streaming and app.run_id > 0)
+            await pilot.press("c")
+            cancelled = app._cancelled_run
+            assert cancelled and "saving what was measured" in app.status_text
+            app.post_message(FromEngine(RunEnded(
+                cancelled, "the engine process ended unexpectedly (exit code -9)")))
+            await until(pilot, lambda: "nothing was saved" in app.status_text)
+            assert "exit code -9" in app.status_text and "saving" not in app.status_text
+            gate.set()
 
-    app = SpecdeckApp(make_request(tiny_family), in_process=True, sessions_dir=tmp_path,
-                      clock=held_clock)
-    async with app.run_test(size=SIZE) as pilot:
-        await until(pilot, lambda: app.phase.streaming)
-        await pilot.press("c")
-        run = app._cancelled_run
-        assert run is not None and app.phase == "cancelled"
-        app.post_message(FromEngine(RunEnded(run, "the engine process ended unexpectedly "
-                                                  "(exit code -9)")))
-        await until(pilot, lambda: "nothing was saved" in app.status_text)
-        assert "exit code -9" in app.status_text and "saving" not in app.status_text
-        gate.set()
+    run()

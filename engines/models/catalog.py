@@ -77,6 +77,9 @@ TEXT_BYTES = 8 * 2**20
 _TOKENIZER_FILES = ("tokenizer*", "vocab*", "merges*", "spiece*", "*.model", "*.tiktoken")
 _TEXT_FILES = ("*.json", "*.jinja", "*.txt", "*.jsonl", *_TOKENIZER_FILES)
 _WEIGHT_FILES = ("*.safetensors",)
+#: The small JSON files transformers and mlx-lm parse (besides the tokenizer's own).
+_LOADER_JSON = ("generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
+                "added_tokens.json", "chat_template.json")
 #: How deep below a model's folder those files are looked for (``optiq/mtp.safetensors``,
 #: ``additional_chat_templates/*.jinja``).
 _FOLDER_DEPTH = 2
@@ -210,6 +213,8 @@ def check_model_files(path: Path) -> None:
                     raise ModelError(f"{file} {exc}") from exc
                 except OSError as exc:
                     raise ModelError(f"{file} cannot be read ({exc.strerror or exc})") from exc
+                if entry.name in _LOADER_JSON:
+                    _read_json(file)  # a broken one is named here, not left to a loader
             elif depth and entry.is_dir(follow_symlinks=False):
                 check(file, depth - 1)
 

@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from specdeck.hosts.stopping import STOPPING, record, stopped_status
 from specdeck.engines.core.errors import SettingsError
@@ -95,10 +95,11 @@ HOSTFILE_BYTES = 2**20
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 
 
-def check_hostfile(path: str) -> None:
-    """Refuse, in one line, a hostfile that is not a small regular file of JSON."""
+def read_hostfile(path: str) -> Any:
+    """A hostfile's JSON; SettingsError, in one line, for one that is not a small
+    regular file of JSON (a FIFO there hung mlx.launch)."""
     try:
-        json.loads(read_text(Path(path), HOSTFILE_BYTES))
+        return json.loads(read_text(Path(path), HOSTFILE_BYTES))
     except (OSError, UnreadableFile, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SettingsError(f"--hostfile {path}: {getattr(exc, 'strerror', None) or exc}"
                             ) from None
@@ -156,7 +157,7 @@ def relaunch(spec: GroupSpec, command: list[str], python: str | None = None) -> 
     stopping signal is passed to mlx.launch and the ranks (they stop together after the
     current round and rank 0 saves); the status is then the signal's."""
     if spec.hostfile:
-        check_hostfile(spec.hostfile)
+        read_hostfile(spec.hostfile)
     argv = launch_argv(spec, ["-m", "specdeck", *command], python)
     where = ", ".join(spec.hosts) or spec.hostfile or "this machine"
     print(f"specdeck: starting {spec.ranks if not spec.hostfile else 'the'} ranks on "
