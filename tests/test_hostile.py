@@ -35,11 +35,14 @@ from specdeck.tui.model_picker import ModelPicker
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.sweep_view import SweepApp
-from specdeck.safe_text.plain import printable, visible
+from specdeck.safe_text.plain import BIDI, INVISIBLE, marked, pictured, printable, visible
+from specdeck.safe_text.rich_text import literal
 from specdeck.testing.pilot import run_async, screen_text, settle
 
-#: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8).
-FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode())
+#: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8); characters
+#: that reorder or hide text.
+FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode(),
+             *(c.encode() for c in "\u202e\u2066\u2067\u2068\u2069\u200b\u200d\ufeff\u2028"))
 SIZE = (160, 48)
 HYPOTHESIS = settings(max_examples=40, deadline=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -370,3 +373,17 @@ def test_one_mapping_shows_control_characters() -> None:
     for fragment in FRAGMENTS:
         assert_inert(visible(fragment))
         assert_inert(printable(fragment))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(
+    [chr(c) for c in (*BIDI, *INVISIBLE, 0x2028, 0x2029)] + list("ab 日🙂\n")), max_size=40))
+def test_characters_that_reorder_or_hide_text_are_shown_as_symbols(text) -> None:
+    """Bidi overrides, isolates and marks as ⇄, zero-width and other invisible characters
+    as ␢, in every helper a printer uses (the panes, headless output, diff, exports)."""
+    hidden = {chr(c) for c in (*BIDI, *INVISIBLE, 0x2028, 0x2029)}
+    for shown in (printable(text), visible(text), pictured(text), marked(text),
+                  literal(text).plain):
+        assert not hidden & set(shown), ascii(shown)
+    assert len(pictured(text)) == len(text)  # one for one: a cursor still counts right
+    assert visible("\u202eok\u2066x\u2069 \u200b\ufeff") == "⇄ok⇄x⇄ ␢␢"

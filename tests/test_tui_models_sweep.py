@@ -464,7 +464,8 @@ async def test_picking_a_family_target_fills_its_draft(tiny_family, tmp_path, mo
 
     # The families and the settings' folders only: not this machine's Hugging Face cache.
     monkeypatch.setattr(model_picker, "find_models",
-                        lambda dirs=(), cache_dir=None, hub=True: catalog.find_models(dirs, hub=False))
+                        lambda dirs=(), cache_dir=None, hub=True, on_problem=None:
+                        catalog.find_models(dirs, hub=False, on_problem=on_problem))
     app = SettingsHost(compare_request(tiny_family["hybrid_target"]))
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()

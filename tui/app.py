@@ -51,7 +51,7 @@ from specdeck.tui.messages import FromEngine
 from specdeck.tui.pane import Panes, StrategyPane, pane_detail
 from specdeck.tui.prompt_line import PromptLine
 from specdeck.safe_text.tui import LiteralNotify
-from specdeck.tui.terminal import require_terminal
+from specdeck.tui.terminal import require_terminal, run_app_to_the_end
 from specdeck.safe_text.plain import visible
 
 #: A screen shorter has no row to spare: four panes take 20 of 24.
@@ -299,6 +299,12 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         self._host.close()
         self._stop_race()
 
+    #: Actions on a pane, which a session that ran no strategy has none of.
+    PANE_ACTIONS = frozenset({"step", "back", "jump", "cost_view", "toggle_link"})
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return bool(self.panes) or action not in self.PANE_ACTIONS
+
     # -- the status line and what it follows ----------------------------------------------
 
     def _show_status(self) -> None:
@@ -417,5 +423,5 @@ def run_app(
     app = SpecdeckApp(request, traces, settings=settings, title=title, prompt=prompt,
                       memory_estimates=memory_estimates, measured=measured,
                       sessions_dir=sessions_dir, save_sessions=save_sessions, hint=hint)
-    app.run()
+    run_app_to_the_end(app)
     return app.save_problems

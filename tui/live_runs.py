@@ -184,13 +184,15 @@ class LiveRuns:
         """The run cancelled with ``c`` has ended: say where its partial session went,
         in the status line while it still shows that run, else in a toast."""
         self._cancelled_run = None
-        problem = self._save_problem(message)
-        if problem or not message.saved:
+        if self._save_problem(message) or not (message.saved or self.save_sessions):
             return
-        line = f"cancelled · partial session saved to {message.saved} · r: measure again"
+        # Nothing saved: nothing had been measured (the engine may have died loading).
+        line = (f"cancelled · partial session saved to {message.saved} · r: measure again"
+                if message.saved else "cancelled · nothing was measured, so nothing was "
+                f"saved{f' ({message.error})' if message.error else ''} · r: measure again")
         if self.phase is Phase.CANCELLED:
             self.status_text = line
-        else:
+        elif message.saved:
             self.notify(f"the cancelled run was saved as a partial session: {message.saved}")
 
     def _ended(self, message: RunEnded) -> None:

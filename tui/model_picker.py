@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Callable
 
 from rich.cells import cell_len
 from textual import on, work
@@ -122,11 +123,13 @@ def catalog_dirs(fields: dict[str, str]) -> list[Path]:
     return dirs
 
 
-def list_models(fields: dict[str, str]) -> list[ModelInfo]:
+def list_models(fields: dict[str, str],
+                on_problem: Callable[[ModelError], None] | None = None) -> list[ModelInfo]:
     """``find_models`` over ``catalog_dirs`` and the cache, each model once; a family's
-    members named by family (``smollm2 target``), not by their folders' names."""
+    members named by family (``smollm2 target``), not by their folders' names. A folder
+    that cannot be listed raises ModelError, or goes to ``on_problem`` when given."""
     unique: list[ModelInfo] = []
-    for m in find_models(catalog_dirs(fields)):
+    for m in find_models(catalog_dirs(fields), on_problem=on_problem):
         member = member_of(m.path)
         if member is not None:
             m = replace(m, name=" ".join(member))
@@ -189,13 +192,14 @@ class ModelPicker(ModalScreen["str | None"]):
     def _scan(self) -> None:
         """Worker thread: read the catalog (files only); a message, not a call, brings
         the rows back, so a picker closed meanwhile just drops them."""
-        ranking = None
+        ranking, skipped = None, []
         try:
-            models = list_models(self.fields)
+            models = list_models(self.fields, skipped.append)
             target = match_target(self.fields.get("target", ""), models)
             if self.role == "draft" and target is not None:
                 ranking = load_ranking(target.path)  # a cached file: no token computed
-            choices, error = rank_choices(self.role, models, target, ranking), None
+            choices = rank_choices(self.role, models, target, ranking)
+            error = "; ".join(map(str, skipped)) or None  # the others are still listed
         except ModelError as exc:
             choices, error = [], str(exc)
         self.post_message(self.Scanned(choices, error, ranking))

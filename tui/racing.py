@@ -58,10 +58,11 @@ class Racing:
             # The winner only: every pane's border says its own place and time, and a
             # 24-row terminal has one status line to spare.
             ends = self.playback.schedule.ends
-            first = min(ends, key=ends.get)
+            first = min(ends, key=ends.get, default=None)  # None: a session with no rounds
             again = ("g or r: race again" if isinstance(self.source, ReplaySource)
                      else "g: race again · r: measure again")
-            won = f"1st {visible(first, 40)} {duration(ends[first])}"
+            won = (f"1st {visible(first, 40)} {duration(ends[first])}" if first is not None
+                   else "nothing ran")
             text = f"race finished: {won} · {again} · i: inspect"
             self._brief = text, f"raced: {won} · g: again · i: inspect"
             self.status_text = text

@@ -1,4 +1,5 @@
-"""The playground draws on a terminal: refuse to start without one.
+"""The playground draws on a terminal: refuse to start without one, read every byte it
+types, and end a crash with a non-zero status.
 
 Textual reads keys from standard input and draws on standard error. Started with either
 redirected (``specdeck compare ... < /dev/null``, a cron job, a pipe), it never got a
@@ -10,10 +11,15 @@ Textual's web driver), the browser is the terminal.
 
 from __future__ import annotations
 
+import codecs
+import functools
 import os
 import sys
 
-from specdeck.engines.core.errors import UserError
+from textual.app import App
+from textual.drivers import linux_driver, linux_inline_driver, web_driver
+
+from specdeck.engines.core.errors import AppCrashed, UserError
 
 
 #: The driver textual-serve names (``TEXTUAL_DRIVER``) for the app it starts.
@@ -31,3 +37,25 @@ def require_terminal() -> None:
         raise UserError(f"the playground needs a terminal, and standard "
                         f"{' and '.join(missing)} {'is' if len(missing) == 1 else 'are'} "
                         "not one here: add --headless to print instead")
+
+
+def _lenient_decoder(encoding: str):
+    """The incremental decoder Textual's Linux driver reads keys with, replacing a byte
+    that is not UTF-8 with U+FFFD instead of raising: one invalid byte (an xterm sending
+    8-bit Meta, a paste) raised UnicodeDecodeError in the input thread and killed the
+    app."""
+    return functools.partial(codecs.getincrementaldecoder(encoding), errors="replace")
+
+
+# Textual 8.2.8 decodes its input strictly (Textualize/textual#6456, open; no fix merged
+# yet): drop this once a release passes errors="replace" itself.
+for _driver in (linux_driver, linux_inline_driver, web_driver):
+    _driver.getincrementaldecoder = _lenient_decoder
+
+
+def run_app_to_the_end(app: App) -> None:
+    """Run ``app`` on this terminal; AppCrashed when it ended on an unhandled exception
+    (Textual prints the traceback, and its ``run`` returns as if all went well)."""
+    app.run()
+    if app.return_code:
+        raise AppCrashed(f"the app stopped on an unexpected error (status {app.return_code})")

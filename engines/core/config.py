@@ -5,7 +5,6 @@ Plain dataclasses without mlx, so sessions can carry them to machines without it
 
 from __future__ import annotations
 
-import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Literal, Union
 
@@ -28,6 +27,12 @@ MAX_MTP_DEPTH = 8
 #: The target's top alternatives recorded per position: enough to explain a choice; each
 #: one is stored for every position of the session.
 MAX_ALTERNATIVES = 64
+#: Temperatures other than 0 (greedy) lie in this range. Sampling scales float32 log-
+#: probabilities by 1 / temperature: near 1e-39 that overflows (0 x inf: NaN
+#: probabilities, garbage tokens) and near 1e39 it vanishes (-inf x 0), while well
+#: inside it a temperature of 0.001 already samples like greedy decoding and 1000 like a
+#: uniform draw.
+TEMPERATURES = (1e-3, 1e3)
 #: Seeds are mlx's: unsigned 64-bit.
 SEEDS = range(2**64)
 
@@ -97,8 +102,10 @@ class Sampling:
         return _from_dict(cls, data)
 
     def validate(self) -> None:
-        if not 0.0 <= self.temperature < math.inf:
-            raise SettingsError(f"temperature must be a number >= 0 (got {self.temperature})")
+        low, high = TEMPERATURES
+        if not (self.temperature == 0.0 or low <= self.temperature <= high):
+            raise SettingsError(f"temperature must be 0 (greedy) or from {low:g} to {high:g} "
+                                f"(got {self.temperature})")
         if not 0.0 < self.top_p <= 1.0:
             raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p})")
         if self.top_k < 0:

@@ -20,6 +20,7 @@ from specdeck.engines.core.events import Event, Trace
 from specdeck.engines.measure.blas_threads import fit_blas_threads_to
 from specdeck.engines.measure.calibration import Calibration, estimate_line, load_calibration
 from specdeck.engines.models.catalog import ModelInfo, describe_dir
+from specdeck.engines.models.chat_template import render_chat
 from specdeck.engines.models.loading import ModelStore, check_pair
 from specdeck.engines.measure.memory import (
     MemoryEstimate, Split, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
@@ -39,12 +40,11 @@ def encode_prompt(tokenizer: Any, text: str, chat: bool | None = None) -> list[i
     if chat:
         if not has_template:
             raise SettingsError("this tokenizer has no chat template; run without --chat")
-        return list(
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True
-            )
-        )
-    ids = list(tokenizer.encode(text))
+        # The template is the model folder's code: rendered bounded, never in-process.
+        text = render_chat(tokenizer, [{"role": "user", "content": text}])
+        ids = list(tokenizer.encode(text, add_special_tokens=False))
+    else:
+        ids = list(tokenizer.encode(text))
     if not ids:
         raise SettingsError("the prompt encodes to no tokens")
     return ids
@@ -285,7 +285,10 @@ def measure_strategies(
                 break
             if rep == 0 and request.warmup_tokens:
                 progress(f"warming up {name}")
-                warm = replace(request.settings, max_tokens=request.warmup_tokens)
+                # Never longer than the run itself, which the context and memory checks
+                # were made for.
+                warm = replace(request.settings, max_tokens=min(
+                    request.warmup_tokens, request.settings.max_tokens))
                 for _ in run_strategy(name, models, prompt, warm, clock, cancelled):
                     pass
                 if cancelled():  # stopped during the warm-up: nothing of this one was measured

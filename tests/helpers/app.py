@@ -93,7 +93,7 @@ def catalog(tmp_path, monkeypatch) -> dict[str, ModelInfo]:
     }
     listed, seen = list(models.values()), {}
 
-    def fake_find_models(dirs=(), cache_dir=None, hub=True):
+    def fake_find_models(dirs=(), cache_dir=None, hub=True, on_problem=None):
         seen["dirs"] = list(dirs)
         return listed
 

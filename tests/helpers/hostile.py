@@ -45,10 +45,14 @@ HTML = ["</script><script>alert('script')</script>", "<img src=x onerror=alert('
         "<a href=\"javascript:alert('link')\">link</a>", "javascript:alert('url')",
         "<!--", "<style>*{display:none}</style>", "&lt;b&gt;", "\u2028\u2029",
         "<svg onload=alert('svg')>", "<iframe src=https://evil.example/>"]
-#: Other odd text: wide, combining, right-to-left override, long without spaces.
-ODD = ["日本語", "e\u0301", "\u202etxt", "🙂", "x" * 3000, " ", "", "\t", "\n\n"]
+#: Characters that reorder or hide text: bidi overrides and isolates, zero-width
+#: characters, a byte-order mark, a tag character (invisible "ASCII smuggling").
+INVISIBLE = ["\u202etxt", "\u2066a\u2069", "\u2067", "\u2068", "\u200b", "\u200d",
+             "\ufeff", "\u200e", "\u061c", "\U000e0041", "\u2028"]
+#: Other odd text: wide, combining, long without spaces.
+ODD = ["日本語", "e\u0301", "🙂", "x" * 3000, " ", "", "\t", "\n\n"]
 
-FRAGMENTS = ESCAPES + MARKUP + HTML + ODD
+FRAGMENTS = ESCAPES + MARKUP + HTML + INVISIBLE + ODD
 
 #: Strategy names the schema allows that are not identifiers.
 STRATEGY_NAMES = ["my draft", "draft.v2", "dräft", "#x", "1st", "-", "a" * 200,
