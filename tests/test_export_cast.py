@@ -98,3 +98,19 @@ def test_the_svg_is_the_finished_race(tmp_path) -> None:
     svg = out.read_text(encoding="utf-8").replace("&#160;", " ")
     assert svg.startswith("<svg") and "race finished: 1st draft" in svg
     assert "1st · finished at" in svg and "2nd · finished at" in svg
+
+
+def test_the_svg_can_show_a_rejected_drafts_round_in_the_inspector(tmp_path, capsys) -> None:
+    session = load_session(EXAMPLE)
+    first = next(i for i, r in enumerate(session.traces["draft"].rounds, 1) if r.rejected)
+    out = tmp_path / "race.svg"
+    assert main(["export", str(EXAMPLE), "--svg", str(out), "--inspect", "draft"]) == 0
+    svg = out.read_text(encoding="utf-8").replace("&#160;", " ")
+    total = len(session.traces["draft"].rounds)
+    assert f"draft · round {first} of {total}" in svg and "rejected" in svg
+    assert main(["export", str(EXAMPLE), "--svg", str(out), "--inspect", "draft:2"]) == 0
+    assert f"round 2 of {total}" in out.read_text(encoding="utf-8").replace("&#160;", " ")
+    for wrong, says in (("nope", "no strategy 'nope'"), ("draft:999", "has rounds 1 to"),
+                        ("plain", "rejected no draft")):
+        assert main(["export", str(EXAMPLE), "--svg", str(out), "--inspect", wrong]) == 2
+        assert says in capsys.readouterr().err

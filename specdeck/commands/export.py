@@ -35,6 +35,15 @@ def terminal_size(value: str) -> tuple[int, int]:
     return columns, rows
 
 
+def inspected(value: str) -> tuple[str, int | None]:
+    """``--inspect``: a strategy, and a round number after a colon or none."""
+    strategy, colon, number = value.rpartition(":") if ":" in value else (value, "", "")
+    try:
+        return strategy, int(number) if colon else None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected STRATEGY or STRATEGY:ROUND, got {value!r}")
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     export = sub.add_parser(
         "export", help="share a session: one web page, a terminal recording or a picture",
@@ -52,6 +61,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                           help=f"{what} (default OUT: FILE.{name})")
     export.add_argument("--size", type=terminal_size, metavar="COLSxROWS",
                         help="the terminal of --cast and --svg (default 160x45)")
+    export.add_argument("--inspect", type=inspected, metavar="STRATEGY[:ROUND]",
+                        help="--svg: that round open in the inspector (default ROUND: the "
+                        "strategy's first with a rejected draft)")
     add_size_limit(export)
 
 
@@ -99,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     out = _output(getattr(args, form), args.file.with_suffix(f".{form}"))
     title = f"specdeck: {args.file.name}"
     size = {"size": args.size} if args.size else {}
+    if args.inspect is not None and form != "svg":
+        raise UserError("--inspect opens a round in the picture: give --svg")
     if is_sweep(document):
         if form != "html":
             raise UserError(f"{args.file} is a sweep, which has no race: --html exports it")
@@ -120,7 +134,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         from specdeck.export.still import race_svg
 
-        content = race_svg(session_from_document(document, args.file), **size).encode()
+        content = race_svg(session_from_document(document, args.file), **size,
+                           inspect=args.inspect).encode()
     return _write(out, content)
 
 
