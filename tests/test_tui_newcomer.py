@@ -1,0 +1,72 @@
+"""What a new user hit in the app (issue 50), each as a person meets it: keys pressed,
+the screen read (``screen_text``) at 80x24, 160x45 and 220x60. Saved example sessions
+are replayed where a live run is not the point."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from specdeck.testing.pilot import run_async, screen_text, until
+from specdeck.tui.help_screen import HelpScreen
+from helpers.app import inside, replay_of, shows
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
+SIZES = [(80, 24), (160, 45), (220, 60)]
+size_ids = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+
+
+def status_row(app) -> str:
+    """The status line's first row on screen."""
+    region = app.query_one("#status").region
+    return inside(app, region)[0]
+
+
+# -- 1. help opens on its keys ----------------------------------------------------------
+
+
+@size_ids
+@run_async
+async def test_help_opens_on_its_keys(size):
+    """``?`` shows the keys right under its title (at 80x24 an essay came first and the
+    first key was below the fold); what the panes show and the glossary follow."""
+    app = replay_of(EXAMPLES / "code-draft-k4.json")
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("question_mark")
+        await until(pilot, lambda: isinstance(app.screen, HelpScreen))
+        await pilot.pause()
+        body = app.screen.query_one("#help-body")
+        rows = [row.strip() for row in inside(app, body.scrollable_content_region) if row.strip()]
+        assert rows[0].startswith("specdeck — keys")
+        assert rows[1].split()[:2] == ["?", "Help"], rows[:4]
+        assert any(row.split()[:2] == ["space", "Pause"] for row in rows[2:6]), rows[:6]
+        app.screen.query_one(".help-section").scroll_visible(animate=False, top=True)
+        await pilot.pause()
+        rows = inside(app, body.region)
+        assert shows(rows, "What the panes show") and shows(rows, "Token styles")
+
+
+# -- 2. the race starts running -----------------------------------------------------------
+
+
+@run_async
+async def test_g_starts_the_race_running_after_stepping():
+    """``i``, ``b``, ``i``, then ``g``: the race ran from 0, not frozen at
+    ``0.00 s of …`` until space."""
+    now = [0.0]
+    app = replay_of(EXAMPLES / "code-draft-k4.json")
+    app.wall_clock = lambda: now[0]
+    async with app.run_test(size=(160, 45)) as pilot:
+        await until(pilot, lambda: app.playback is not None)
+        for key in ("i", "b", "i"):
+            await pilot.press(key)
+        await pilot.pause()
+        assert "PAUSED" in status_row(app)  # stepping back paused the panes
+        await pilot.press("g")
+        now[0] += 0.25
+        await until(pilot, lambda: app.playback.position > 0, seconds=5)
+        await pilot.pause()
+        row = status_row(app)
+        assert "PAUSED" not in row and "race 1x" in row, row
+        assert "0.00 s of" not in row, row
