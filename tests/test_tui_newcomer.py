@@ -70,3 +70,25 @@ async def test_g_starts_the_race_running_after_stepping():
         row = status_row(app)
         assert "PAUSED" not in row and "race 1x" in row, row
         assert "0.00 s of" not in row, row
+
+
+# -- 6. the palette lists Quit once -------------------------------------------------------
+
+
+@run_async
+async def test_the_palette_lists_quit_once():
+    """Textual's own two Quits ('Quit the application as soon as possible', and ctrl+q's
+    'Quit the app and return to the command prompt') stood where specdeck's ``Quit (q)``
+    should: one entry now, specdeck's, with its key."""
+    from textual.command import CommandPalette
+
+    app = replay_of(EXAMPLES / "code-draft-k4.json")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await pilot.press("ctrl+p")
+        await until(pilot, lambda: isinstance(app.screen, CommandPalette))
+        await pilot.press(*"quit")
+        await until(pilot, lambda: shows(screen_text(app).splitlines(), "Quit ("), seconds=10)
+        await pilot.pause(0.3)  # every provider has answered
+        rows = [row for row in screen_text(app).splitlines() if "Quit" in row]
+        assert len(rows) == 1 and "Quit (q)" in rows[0], rows
+        assert shows(screen_text(app).splitlines(), "leave specdeck")

@@ -135,9 +135,10 @@ class Navigation:
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands, but a screenshot goes where it can be written, and says
-        where (Textual's own writes to ~/Downloads, and fails where it is missing)."""
+        where (Textual's own writes to ~/Downloads, and fails where it is missing), and
+        Quit is listed once, as the binding ``q`` (``tui.commands``)."""
         for command in super().get_system_commands(screen):
-            if command.title != "Screenshot":
+            if command.title not in ("Screenshot", "Quit"):
                 yield command
         yield SystemCommand("Screenshot", "Save an SVG of the screen in the sessions "
                             "folder (else the current one)", self.action_save_screenshot)
