@@ -92,3 +92,26 @@ async def test_the_palette_lists_quit_once():
         rows = [row for row in screen_text(app).splitlines() if "Quit" in row]
         assert len(rows) == 1 and "Quit (q)" in rows[0], rows
         assert shows(screen_text(app).splitlines(), "leave specdeck")
+
+
+# -- 5. nothing cut off or lost ---------------------------------------------------------
+
+
+def footer_row(app) -> str:
+    return screen_text(app).splitlines()[-1]
+
+
+@size_ids
+@run_async
+async def test_quit_is_always_on_the_footer(size):
+    """At 80x24 the footer left Quit out, at 160x45 too (the keys before it took the
+    row): it keeps Quit's room and leaves others out instead, each shown whole."""
+    app = replay_of(EXAMPLES / "code-all-strategies.json")
+    async with app.run_test(size=size) as pilot:
+        await until(pilot, lambda: "? Help" in footer_row(app), seconds=10)
+        await pilot.pause(0.2)
+        row = footer_row(app)
+        assert "? Help" in row and "q Quit" in row and "^p palette" in row, row
+        assert "space Pause" in row
+        if size[0] >= 220:
+            assert "[ ] k∓1" in row  # room for every key

@@ -13,8 +13,12 @@ LAYOUT_WAIT, LAYOUT_WAITS = 0.05, 40
 
 class FittingFooter(Footer):
     """A footer that leaves out, from the end, the keys its width cannot show whole
-    (Textual's cuts the last one mid-word: "x Rejecte"). The bindings come in order of
-    use, ``?`` first, and the help screen lists every key."""
+    (Textual's cuts the last one mid-word: "x Rejecte"), but for the actions in
+    ``ALWAYS`` (Quit), whose room is kept. The bindings come in order of use, ``?``
+    first, and the help screen lists every key."""
+
+    #: Actions shown whatever the width: a person must always see how to leave.
+    ALWAYS = frozenset({"quit"})
 
     _waits = 0
 
@@ -49,8 +53,19 @@ class FittingFooter(Footer):
                 units[-1].append(child)
             else:
                 units.append([child])
-        fits = True
-        for unit in units:  # laid out whole: where each ends, margins included
-            fits = fits and max(c.virtual_region_with_margin.right for c in unit) <= room
+        kept = [unit for unit in units
+                if any(getattr(c, "action", None) in self.ALWAYS for c in unit)]
+        room -= sum(_width(unit) for unit in kept)
+        used, fits = 0, True
+        for unit in units:  # laid out whole: each unit's width, margins included
+            if unit not in kept:
+                used += _width(unit)
+                fits = fits and used <= room
             for child in unit:
-                child.display = fits
+                child.display = fits or unit in kept
+
+
+def _width(unit: list) -> int:
+    """The columns a key (or a group's keys and label) takes, margins included."""
+    regions = [c.virtual_region_with_margin for c in unit]
+    return max(r.right for r in regions) - min(r.x for r in regions)
