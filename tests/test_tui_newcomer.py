@@ -8,13 +8,21 @@ from pathlib import Path
 
 import pytest
 
-from specdeck.testing.pilot import run_async, screen_text, until
+from specdeck.testing.pilot import run_async, screen_text, settle, until
+from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.help_screen import HelpScreen
-from helpers.app import inside, replay_of, shows
+from helpers.app import inside, make_request, replay_of, shows
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 SIZES = [(80, 24), (160, 45), (220, 60)]
 size_ids = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
+
+
+def toast_text(app) -> str:
+    """The toasts on screen, their wrapped lines joined (a long path wraps in one), the
+    pane border beside them left out."""
+    rows = [row.split("▌", 1)[1] for row in screen_text(app).splitlines() if "▌" in row]
+    return "".join(row.rstrip(" │─╯").strip() for row in rows)
 
 
 def status_row(app) -> str:
@@ -115,3 +123,19 @@ async def test_quit_is_always_on_the_footer(size):
         assert "space Pause" in row
         if size[0] >= 220:
             assert "[ ] k∓1" in row  # room for every key
+
+
+@run_async
+async def test_a_cancelled_run_says_where_it_was_saved_at_80x24(tiny_family, tmp_path):
+    """At 80x24 the status line read ``cancelled · partial session saved to…``, the path
+    cut and no toast: the line says it in fewer words and a toast gives the path."""
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=3000), in_process=True,
+                      sessions_dir=tmp_path)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await until(pilot, lambda: any(p.events for p in app.panes), seconds=60)
+        await pilot.press("c")
+        await settle(app, pilot)
+        (partial,) = tmp_path.glob("*_partial.json")
+        await until(pilot, lambda: str(partial) in toast_text(app), seconds=5)
+        assert "saved to…" not in status_row(app)
+        assert status_row(app).startswith(" cancelled, partial session kept · r: measure again")

@@ -189,7 +189,10 @@ class LiveRuns:
             return
         line = f"cancelled · partial session saved to {message.saved} · r: measure again"
         if self.phase is Phase.CANCELLED:
+            # A short screen says it in fewer words, and the path whole in a toast.
+            self._brief = line, "cancelled, partial session kept · r: measure again"
             self.status_text = line
+            self._say_saved(message.saved, "partial session saved")
         else:
             self.notify(f"the cancelled run was saved as a partial session: {message.saved}")
 
