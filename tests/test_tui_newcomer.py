@@ -11,7 +11,7 @@ import pytest
 from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.help_screen import HelpScreen
-from helpers.app import inside, make_request, replay_of, shows
+from helpers.app import inside, make_request, raced, replay_of, shows
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 SIZES = [(80, 24), (160, 45), (220, 60)]
@@ -139,3 +139,20 @@ async def test_a_cancelled_run_says_where_it_was_saved_at_80x24(tiny_family, tmp
         await until(pilot, lambda: str(partial) in toast_text(app), seconds=5)
         assert "saved to…" not in status_row(app)
         assert status_row(app).startswith(" cancelled, partial session kept · r: measure again")
+
+
+@pytest.mark.parametrize("size", SIZES[1:], ids=lambda s: f"{s[0]}x{s[1]}")
+@run_async
+async def test_plains_strip_shows_how_far_its_two_timings_were_apart(size):
+    """Four panes at 160x45: plain's strip read ``plain step = 9.9 ms · timed twice:``,
+    the value cut off. Each figure is whole now, in fewer words where need be."""
+    from specdeck.sessions.session import load_session
+
+    session = load_session(EXAMPLES / "code-all-strategies.json")
+    app = SpecdeckApp(traces=session.traces, settings=session.settings,
+                      measured={"plain": [250.0, 258.0]}, wall_clock=lambda: 0.0)
+    async with app.run_test(size=size) as pilot:
+        await raced(app, pilot)
+        plain = app.pane("plain")
+        (row,) = [row for row in inside(app, plain.region) if "step" in row]
+        assert "3% apart" in row and "ms" in row, row
