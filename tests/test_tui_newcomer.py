@@ -156,3 +156,27 @@ async def test_plains_strip_shows_how_far_its_two_timings_were_apart(size):
         plain = app.pane("plain")
         (row,) = [row for row in inside(app, plain.region) if "step" in row]
         assert "3% apart" in row and "ms" in row, row
+
+
+@size_ids
+@run_async
+async def test_the_browsers_diff_hint_reads_whole(size, tmp_path):
+    """``f`` marks a session to diff: at 160 columns its hint was cut (``… · esc:``)."""
+    from specdeck.sessions.session import save_document
+    from specdeck.testing.traces import demo_traces
+    from specdeck.tui.session_browser import SessionBrowser
+    from helpers.sessions import document, sample_traces
+
+    save_document(tmp_path / "20261205-010931_plain_draft_mtp_ngram.json",
+                  document(sample_traces()))
+    app = SpecdeckApp(traces=demo_traces(), wall_clock=lambda: 0.0, sessions_dir=tmp_path)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("o")
+        await until(pilot, lambda: isinstance(app.screen, SessionBrowser), seconds=10)
+        await pilot.pause()
+        await pilot.press("f")
+        await pilot.pause()
+        hint = " ".join(" ".join(inside(app, app.screen.query_one("#sessions-status").region))
+                        .split())
+        assert hint.startswith("diff 20261205-010931_plain_draft_mtp_ngram.json with")
+        assert hint.endswith("esc: unmark"), hint
