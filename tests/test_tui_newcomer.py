@@ -180,3 +180,43 @@ async def test_the_browsers_diff_hint_reads_whole(size, tmp_path):
                         .split())
         assert hint.startswith("diff 20261205-010931_plain_draft_mtp_ngram.json with")
         assert hint.endswith("esc: unmark"), hint
+
+
+# -- 7. a burst of keys lands whole ----------------------------------------------------------
+
+
+def burst(app, keys: list[str]) -> None:
+    """Keys sent at once, as a terminal hands on a fast typist's or a paste's: none
+    waits for the app to handle the one before (``pilot.press`` does)."""
+    from textual import events
+
+    for key in keys:
+        event = events.Key(key, key if len(key) == 1 else {"comma": ","}.get(key))
+        event.set_sender(app)
+        app._driver.send_message(event)
+
+
+def typed(text: str) -> list[str]:
+    return ["comma" if ch == "," else ch for ch in text]
+
+
+@run_async
+async def test_a_burst_of_keys_lands_whole_in_the_settings(tiny_family):
+    """``s``, eight tabs to the strategies, ``end``, ``ctrl+u`` and ``plain,ngram`` sent
+    at once left the field empty or with part of the text: the field ran its editing
+    keys after the letters typed behind them, a tab moved the focus after them, and
+    the dialog took its first field after them."""
+    from specdeck.tui.settings_screen import SettingsScreen
+
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), in_process=True,
+                      save_sessions=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        burst(app, ["s", *["tab"] * 8, "end", "ctrl+u", *typed("plainx"), "backspace",
+                    *typed(",ngram")])
+        await until(pilot, lambda: isinstance(app.screen, SettingsScreen), seconds=10)
+        field = app.screen.query_one("#strategies")
+        await until(pilot, lambda: shows(inside(app, field.region), "plain,ngram"), seconds=5)
+        await pilot.pause(0.2)
+        (row,) = [row for row in inside(app, field.region) if "plain" in row]
+        assert row.strip(" ▊▎") == "plain,ngram", row

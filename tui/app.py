@@ -107,7 +107,9 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         Binding("c", "cancel", "Cancel", id="specdeck.cancel",
                 tooltip="stop the run at once, keeping what streamed (saved as a partial "
                 "session), or stop the race"),
-        Binding("s", "settings", "Settings", id="specdeck.settings",
+        # A priority key: its dialog opens before the keys typed after it are handed
+        # on, so a burst ("s", tabs, a value) lands in the dialog's fields.
+        Binding("s", "settings", "Settings", id="specdeck.settings", priority=True,
                 tooltip="prompt, models, strategies, k, depth, n, sampling, max tokens, seed"),
         Binding("o", "sessions", "Sessions", id="specdeck.sessions",
                 tooltip="saved runs and sweeps: open, rename, delete, diff two"),

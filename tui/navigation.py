@@ -65,7 +65,10 @@ class Navigation:
     async def action_fewer_drafts(self) -> None:
         await self._change_drafts(-1)
 
-    def action_settings(self) -> None:
+    async def action_settings(self) -> None:
+        """The settings dialog, mounted before the next key is handled: keys typed right
+        after ``s`` (a burst, a paste) go to its fields, not lost or split while it
+        mounts and focuses its first field."""
         if self.request is None:
             self._live_only()
             return
@@ -78,7 +81,7 @@ class Navigation:
         screen = (SettingsScreen(self.request) if isinstance(self.source, LiveSource) else
                   SettingsScreen(self.request, "Settings — ctrl+s leaves the saved session "
                                  "and measures live"))
-        self.push_screen(screen, apply)
+        await self.push_screen(screen, apply)
 
     def action_sessions(self) -> None:
         async def open_chosen(session: Session | None) -> None:
