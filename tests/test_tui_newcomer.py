@@ -220,3 +220,41 @@ async def test_a_burst_of_keys_lands_whole_in_the_settings(tiny_family):
         await pilot.pause(0.2)
         (row,) = [row for row in inside(app, field.region) if "plain" in row]
         assert row.strip(" ▊▎") == "plain,ngram", row
+
+
+# -- 3. loading is not a stall ------------------------------------------------------------
+
+
+@run_async
+async def test_loading_is_no_stall_but_a_stopped_load_is(tiny_family, monkeypatch):
+    """While a run loads (a new engine process imports mlx, reads weights, warms up) a
+    busy machine holds its heartbeat back: a toast said the engine 'has not answered for
+    5 s: stopped, or stuck in a long step?'. Here the silence allowed is shorter than the
+    engine's start (0.3 s): no word of it, and the run is measured. An engine stopped
+    while it loads is still told."""
+    import os
+    import signal
+
+    import specdeck.hosts.engine as engine_host
+
+    monkeypatch.setattr(engine_host, "SILENT_AFTER_SECONDS", 0.3)
+    request = make_request(tiny_family, max_tokens=8, strategies=("plain",))
+    app = SpecdeckApp(request, save_sessions=False)
+    toasts: list[str] = []
+    app.notify = lambda message, **_: toasts.append(message)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        assert app.phase == "measured"
+        assert not any("has not answered" in t for t in toasts), toasts
+        assert "has not answered" not in status_row(app)
+
+        pid = app._host.pid
+        os.kill(pid, signal.SIGSTOP)  # stopped before the next run can start loading
+        try:
+            await pilot.press("r")
+            await until(pilot, lambda: "has not answered" in status_row(app), seconds=30)
+            assert "stopped by a signal" in " ".join(toasts)
+        finally:
+            os.kill(pid, signal.SIGCONT)
+        await settle(app, pilot)
+        assert app.phase == "measured" and "the engine process answers again" in toasts
