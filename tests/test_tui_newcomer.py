@@ -258,3 +258,27 @@ async def test_loading_is_no_stall_but_a_stopped_load_is(tiny_family, monkeypatc
             os.kill(pid, signal.SIGCONT)
         await settle(app, pilot)
         assert app.phase == "measured" and "the engine process answers again" in toasts
+
+
+# -- 4. a strategy that cannot run leaves the others running ------------------------------
+
+
+@run_async
+async def test_a_strategy_the_target_cannot_run_says_why_and_the_others_run(tiny_family):
+    """``plain,draft,mtp`` on a target without an MTP head: every pane said "not run"
+    after loading. Now the MTP pane says why (the folder's config said it before any
+    weights loaded) and plain and draft are measured."""
+    request = make_request(tiny_family, max_tokens=8, strategies=("plain", "draft", "mtp"))
+    app = SpecdeckApp(request, in_process=True, save_sessions=False)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(app, pilot)
+        assert app.phase == "measured"
+        mtp = " ".join(" ".join(inside(app, app.pane("mtp").content_region)).split())
+        assert "not run: " in mtp and "has no MTP head" in mtp, mtp
+        assert "config declares no MTP layers" in mtp
+        for name in ("plain", "draft"):
+            assert app.pane(name).complete
+            assert shows(inside(app, app.pane(name).region), "length")
+        await pilot.press("g")  # the race leaves the pane that did not run as it was
+        await raced(app, pilot)
+        assert "not run" in " ".join(inside(app, app.pane("mtp").region))

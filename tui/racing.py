@@ -40,7 +40,8 @@ class Racing:
         self._places = finish_places(schedule.ends)
         for pane in self.panes:
             pane.reset(keep_events=True)
-            pane.status = "racing"
+            if pane.events:  # a pane whose strategy did not run keeps saying so
+                pane.status = "racing"
         self.phase = Phase.RACING
         self._race_last = self.wall_clock()
         # Owned by the panes' container, so the timer dies with the screen on exit.

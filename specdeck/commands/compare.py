@@ -121,6 +121,9 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
             failed = True
             error = visible(str(done.get("error")), MESSAGE_CHARS)
             print(f"specdeck: {name} failed: {error}", file=sys.stderr)
+    for name, why in result.not_run.items():  # asked for, but its models cannot run it
+        failed = True
+        print(f"{name:>6}: not run: {visible(why, MESSAGE_CHARS)}")
     sys.stdout.flush()
     saved = write_results(document, args.json, not args.no_save, args.sessions_dir, say)
     if interrupted:

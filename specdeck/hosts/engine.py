@@ -61,6 +61,15 @@ class Progress:
 
 
 @dataclass(frozen=True)
+class NotRun:
+    """Strategies of the run its models cannot run, and why (the others run), said
+    before any weights load."""
+
+    run_id: int
+    reasons: dict[str, str]
+
+
+@dataclass(frozen=True)
 class Estimates:
     """Each strategy's estimated peak bytes, before any of them runs."""
 
@@ -113,7 +122,8 @@ class Heartbeat:
     """The engine process is alive (sent every ``HEARTBEAT_SECONDS``; never delivered)."""
 
 
-EngineMessage = EventBatch | Progress | Estimates | TargetLoaded | RunEnded | EngineSilent
+EngineMessage = (EventBatch | Progress | NotRun | Estimates | TargetLoaded | RunEnded
+                 | EngineSilent)
 
 #: How often the engine process says it is alive, and how long it may be silent mid-run
 #: before the app is told (a long step that holds the interpreter lock may delay a beat).
@@ -161,6 +171,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
                 name: e.total for name, e in (estimates or {}).items()})),
             on_loaded=lambda models: send(
                 TargetLoaded(run_id, str(models.target.path), machine)),
+            on_not_run=lambda reasons: send(NotRun(run_id, reasons)),
             cancelled=cancelled, clock=clock,
         )
         measured = {name: runs for name, runs in result.measured.items() if len(runs) > 1}
