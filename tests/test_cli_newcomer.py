@@ -39,3 +39,16 @@ def test_only_strategies_that_cannot_run_is_refused_before_loading(tiny_family, 
                  "--target", str(tiny_family["llama_target"]), "--strategies", "mtp"])
     assert code != 0
     assert "has no MTP head" in capsys.readouterr().err
+
+
+def test_the_quick_start_installs_openblas_before_specdeck():
+    """The README's quick start: the OpenBLAS line (the package the app's hint names)
+    comes before the install, not after it."""
+    from pathlib import Path
+
+    from specdeck.blas import INSTALL_OPENBLAS
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
+    assert INSTALL_OPENBLAS in quick
+    assert quick.index(INSTALL_OPENBLAS) < quick.index("pip install -e .")

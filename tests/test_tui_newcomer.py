@@ -18,11 +18,11 @@ SIZES = [(80, 24), (160, 45), (220, 60)]
 size_ids = pytest.mark.parametrize("size", SIZES, ids=lambda s: f"{s[0]}x{s[1]}")
 
 
-def toast_text(app) -> str:
-    """The toasts on screen, their wrapped lines joined (a long path wraps in one), the
-    pane border beside them left out."""
+def toast_text(app, between: str = "") -> str:
+    """The toasts on screen, their wrapped lines joined (``between``: "" where a long
+    path wraps mid-word, " " between words), the pane border beside them left out."""
     rows = [row.split("▌", 1)[1] for row in screen_text(app).splitlines() if "▌" in row]
-    return "".join(row.rstrip(" │─╯").strip() for row in rows)
+    return between.join(row.rstrip(" │─╯").strip() for row in rows)
 
 
 def status_row(app) -> str:
@@ -282,3 +282,28 @@ async def test_a_strategy_the_target_cannot_run_says_why_and_the_others_run(tiny
         await pilot.press("g")  # the race leaves the pane that did not run as it was
         await raced(app, pilot)
         assert "not run" in " ".join(inside(app, app.pane("mtp").region))
+
+
+# -- 8. slow BLAS, said once, with the fix ------------------------------------------------
+
+
+@run_async
+async def test_without_openblas_a_toast_says_how_to_fix_it_and_the_status_keeps_one_row(
+        tiny_family, monkeypatch):
+    """The status line said "reference BLAS: slow" and nothing more (two rows at 80
+    columns): its flag is short now, and a toast, once, names the package."""
+    import specdeck.blas as blas
+
+    monkeypatch.setenv("LD_PRELOAD", "")
+    monkeypatch.setattr(blas, "openblas_path", lambda: None)
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), in_process=True,
+                      save_sessions=False)
+    async with app.run_test(size=(80, 24), notifications=True) as pilot:
+        await until(pilot, lambda: "libopenblas0-pthread" in toast_text(app), seconds=10)
+        assert "sudo apt-get install libopenblas0-pthread" in toast_text(app, " ")
+        await settle(app, pilot)
+        assert app.query_one("#status").region.height == 1
+        assert status_row(app).rstrip().endswith("[race 1x · no OpenBLAS]")
+        await pilot.press("w")  # the glossary says it too
+        await pilot.pause()
+        assert "no OpenBLAS" in screen_text(app)

@@ -32,6 +32,7 @@ from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Trace
 from specdeck.engines.measure.machine import blas_library
 from specdeck.engines.core.requests import CompareRequest
+from specdeck.blas import blas_advice
 from specdeck.hosts.engine import (
     ThreadHost,
 )
@@ -295,6 +296,10 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         if isinstance(self.source, ReplaySource):
             self._replay(self.source)
         else:
+            advice = blas_advice()  # once per app: the status line's flag says it short
+            if advice:
+                self.notify(advice, title="slow matrix products", severity="warning",
+                            timeout=20)
             await self.start_run()
 
     def on_unmount(self) -> None:
@@ -314,7 +319,7 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
             flags.append("scroll linked")
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
-            flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
+            flags.append("OpenBLAS" if blas_library() else "no OpenBLAS")
         text = self._silence or self.status_text
         lead = f"{self.hint} · " if self.hint and self.phase not in (Phase.RACING, Phase.RACED) else ""
         status = self.query_one("#status", FixedText)
