@@ -3,6 +3,8 @@ the models listed, the defaults said in one place."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from specdeck.cli import main
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.requests import CompareRequest
@@ -52,3 +54,50 @@ def test_the_quick_start_installs_openblas_before_specdeck():
     quick = readme.split("## Quick start", 1)[1].split("\n## ", 1)[0]
     assert INSTALL_OPENBLAS in quick
     assert quick.index(INSTALL_OPENBLAS) < quick.index("pip install -e .")
+
+
+# -- 9. the models listed, named by family --------------------------------------------
+
+
+def fetched_smollm2(tiny_family, cache: Path) -> None:
+    """A stand-in for ``specdeck fetch smollm2``: the family's two folders in the cache."""
+    root = cache / "families" / "smollm2"
+    root.mkdir(parents=True)
+    (root / "target").symlink_to(tiny_family["llama_target"])
+    (root / "draft").symlink_to(tiny_family["llama_draft"])
+
+
+def model_rows(out: str) -> list[str]:
+    """The table's first column, as printed."""
+    return [line.split("│")[1].strip() for line in out.splitlines() if line.startswith("│")]
+
+
+def test_models_lists_the_fetched_family_by_name(tiny_family, tmp_path, monkeypatch, capsys):
+    """Bare ``specdeck models`` listed the demo pair as ``draft`` and ``target``, and not
+    the fetched smollm2 family; given the cache folder, two rows named ``draft`` and two
+    ``target``."""
+    monkeypatch.setenv("SPECDECK_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("COLUMNS", "200")
+    fetched_smollm2(tiny_family, tmp_path)
+    assert main(["models", "--no-cache"]) == 0
+    assert model_rows(capsys.readouterr().out) == [
+        "demo draft", "demo target", "smollm2 draft", "smollm2 target"]
+    elsewhere = tmp_path / "elsewhere"
+    for name, model in (("a", "qwen3_target"), ("b", "hybrid_target")):
+        (elsewhere / name).mkdir(parents=True)
+        (elsewhere / name / "target").symlink_to(tiny_family[model])
+    assert main(["models", "--no-cache", str(tmp_path / "families"), str(elsewhere)]) == 0
+    assert model_rows(capsys.readouterr().out) == [
+        "smollm2 draft", "smollm2 target", "a/target", "b/target"]
+
+
+def test_the_shipped_draft_layers_are_explained_not_listed_without_weights(capsys):
+    """``specdeck models models`` showed ``smollm2-draft … no weights … ?``."""
+    from specdeck.engines.models.families import SHIPPED_DRAFT_CHECKOUT
+
+    assert main(["models", "--no-cache", str(SHIPPED_DRAFT_CHECKOUT.parent)]) == 0
+    out = capsys.readouterr().out
+    assert "no weights" not in out and "smollm2-draft" not in out
+    assert main(["models", "--no-cache", str(SHIPPED_DRAFT_CHECKOUT)]) == 2
+    err = capsys.readouterr().err
+    assert "only the smollm2 draft's own layers" in err and "specdeck fetch smollm2" in err

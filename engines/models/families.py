@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import sysconfig
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterable
 
 from specdeck.engines.models import demo
+from specdeck.engines.models.catalog import ModelInfo
 from specdeck.engines.models.demo import DemoModels, demo_models
 from specdeck.engines.core.errors import ModelError
 
@@ -123,6 +126,30 @@ def family_roots() -> dict[str, Path]:
     if smollm2_fetched():
         roots["smollm2"] = family_dir("smollm2")
     return roots
+
+
+def named_by_family(models: Iterable[ModelInfo]) -> list[ModelInfo]:
+    """Each model once, a family's members named by family (``smollm2 target``), and
+    others whose folders share a name told apart by their parent (``a/target``); the
+    shipped draft-only folder (``is_shipped_draft``) left out."""
+    unique: list[ModelInfo] = []
+    for m in models:
+        member = member_of(m.path)
+        if member is not None:
+            m = replace(m, name=" ".join(member))
+        if not is_shipped_draft(m.path) and all(
+                m.path.resolve() != u.path.resolve() for u in unique):
+            unique.append(m)
+    counts = Counter(m.name for m in unique)
+    return [replace(m, name=f"{m.path.parent.name}/{m.path.name}")
+            if counts[m.name] > 1 and m.source != "hub" and m.name == m.path.name else m
+            for m in unique]
+
+
+def is_shipped_draft(path: Path | str) -> bool:
+    """Whether ``path`` is the smollm2 draft's own layers as shipped: not a model to
+    load (``specdeck fetch smollm2`` assembles the draft from them)."""
+    return Path(path).expanduser().resolve() == shipped_draft_dir().resolve()
 
 
 def member_of(path: Path | str) -> tuple[str, str] | None:
