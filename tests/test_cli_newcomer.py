@@ -101,3 +101,61 @@ def test_the_shipped_draft_layers_are_explained_not_listed_without_weights(capsy
     assert main(["models", "--no-cache", str(SHIPPED_DRAFT_CHECKOUT)]) == 2
     err = capsys.readouterr().err
     assert "only the smollm2 draft's own layers" in err and "specdeck fetch smollm2" in err
+
+
+# -- 10. one source for each default ----------------------------------------------------
+
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_bare_specdeck_and_compare_family_open_on_the_familys_prompt(
+        tiny_family, tmp_path, monkeypatch):
+    """Bare ``specdeck`` on smollm2 opened on a chat prompt while ``compare --family
+    smollm2`` used the code prompt: both take the family's."""
+    import specdeck.tui
+    from specdeck.engines.models.families import FAMILIES
+    from specdeck.prompts import get_prompt
+
+    monkeypatch.setenv("SPECDECK_CACHE_DIR", str(tmp_path))
+    fetched_smollm2(tiny_family, tmp_path)
+    opened = []
+    monkeypatch.setattr(specdeck.tui, "run_app",
+                        lambda request, **kw: opened.append(request) or [])
+    assert main([]) == 0
+    assert main(["compare", "--family", "smollm2"]) == 0
+    assert main(["compare", "--family", "demo"]) == 0
+    assert main(["compare", "--strategies", "plain",
+                 "--target", str(tmp_path / "families" / "smollm2" / "target")]) == 0
+    smollm2, demo = (get_prompt(FAMILIES[f].prompt).text for f in ("smollm2", "demo"))
+    assert [r.prompt for r in opened] == [smollm2, smollm2, demo, smollm2]
+    assert smollm2 != demo
+
+
+def test_help_and_guides_say_each_default_as_its_source_has_it(capsys):
+    """``compare --help`` named the code prompt 'as bare specdeck'; ``fetch --help`` the
+    cache as $SPECDECK_CACHE_DIR, the guides as $XDG_CACHE_HOME; the quick start said
+    ``specdeck`` opens the demo models."""
+    import re
+
+    import pytest
+
+    from specdeck.engines.models.families import CACHE_RULE, FAMILIES
+
+    for command in (["compare", "--help"], ["fetch", "--help"]):
+        with pytest.raises(SystemExit):
+            main(command)
+    shown = " ".join(capsys.readouterr().out.split())
+    for family in FAMILIES.values():
+        assert f"{family.name}: {family.prompt!r}" in shown
+    assert CACHE_RULE in shown
+    for guide in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        text = " ".join(guide.read_text().replace("`", "").split())
+        if "SPECDECK_CACHE_DIR" in text or "XDG_CACHE_HOME" in text:
+            assert CACHE_RULE in text, guide.name
+    opens = " ".join((ROOT / "docs" / "playground.md").read_text()
+                     .split("## What opens")[1].split("\n## ")[0].split())
+    for family in FAMILIES.values():
+        assert re.search(rf"on the built-in `{family.prompt}`\s+prompt", opens), family
+    quick = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ")[0]
+    assert "until you fetch a real" in " ".join(quick.split())

@@ -51,9 +51,12 @@ SHIPPED_DRAFT_INSTALLED = (
 )
 
 
+#: Where fetched models (and cached timings) live, as help texts and guides say it.
+CACHE_RULE = "$SPECDECK_CACHE_DIR, else $XDG_CACHE_HOME/specdeck, else ~/.cache/specdeck"
+
+
 def cache_root() -> Path:
-    """Where fetched models live: ``$SPECDECK_CACHE_DIR``, else ``$XDG_CACHE_HOME/specdeck``,
-    else ``~/.cache/specdeck``."""
+    """Where fetched models live (``CACHE_RULE``)."""
     if os.environ.get("SPECDECK_CACHE_DIR"):
         return Path(os.environ["SPECDECK_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -99,6 +102,21 @@ def require_family(name: str, need_draft: bool = True) -> DemoModels:
 def default_family() -> str:
     """What bare ``specdeck`` opens: smollm2 once fetched, else the demo family."""
     return "smollm2" if smollm2_fetched() else "demo"
+
+
+def family_of(family: str | None, target: str | None) -> Family:
+    """The family whose defaults (prompt, strategies) a command takes: the one named,
+    else the one ``target`` belongs to, else the demo family (whose defaults stand for
+    any other model too)."""
+    if family:
+        return FAMILIES[family]
+    member = member_of(target) if target else None
+    return FAMILIES[member[0] if member else "demo"]
+
+
+def prompt_defaults() -> str:
+    """Each family's built-in prompt, as help texts say it."""
+    return ", ".join(f"{f.name}: {f.prompt!r}" for f in FAMILIES.values())
 
 
 def models_for(family: str | None, target: str | None, draft: str | None
