@@ -159,3 +159,40 @@ def test_help_and_guides_say_each_default_as_its_source_has_it(capsys):
         assert re.search(rf"on the built-in `{family.prompt}`\s+prompt", opens), family
     quick = (ROOT / "README.md").read_text().split("## Quick start", 1)[1].split("\n## ")[0]
     assert "until you fetch a real" in " ".join(quick.split())
+
+
+# -- 11. words that match their numbers ---------------------------------------------------
+
+
+def test_a_sweep_says_1_00x_without_an_arrow_and_a_few_bytes_as_the_same_peak(
+        tmp_path, capsys):
+    """A cell at 1.002x read ``1.00 ▲``; a peak 8 bytes under plain's ``-8 B``."""
+    import orjson
+
+    from helpers.sessions import sweep_document
+
+    document = sweep_document()
+    cells = document["cells"]
+    cells[1].update(speedup=1.002, memory_over_plain_bytes=-8)
+    cells[2].update(speedup=1.006, memory_over_plain_bytes=3 * 2**20)
+    path = tmp_path / "sweep.json"
+    path.write_bytes(orjson.dumps(document))
+    assert main(["replay", str(path), "--headless"]) == 0
+    rows = {line.split("│")[3].strip(): [c.strip() for c in line.split("│")[1:-1]]
+            for line in capsys.readouterr().out.splitlines()
+            if line.startswith("│") and "draft k=" in line}
+    assert rows["draft k=1"][4] == "1.00" and rows["draft k=1"][9] == "≈ 0"
+    assert rows["draft k=2"][4] == "1.01 ▲" and rows["draft k=2"][9] == "+3.0 MiB"
+
+
+def test_a_session_diff_lists_what_was_changed_and_folds_the_memory_estimates(capsys):
+    """``specdeck diff`` of k = 4 and k = 16: the k first; the memory estimates it moved
+    folded into one line, not rows of ``config.memory_estimates...``."""
+    examples = ROOT / "sessions" / "examples"
+    main(["diff", str(examples / "code-draft-k4.json"), str(examples / "code-draft-k16.json")])
+    out = capsys.readouterr().out
+    table = out.split("settings that differ", 1)[1].split("\n\n", 1)[0]
+    assert "config.settings.num_draft_tokens" in table
+    assert "memory_estimates" not in table
+    assert ("and 2 values worked out from the settings differ (memory estimates): --json "
+            "lists them") in out

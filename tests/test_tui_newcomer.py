@@ -307,3 +307,36 @@ async def test_without_openblas_a_toast_says_how_to_fix_it_and_the_status_keeps_
         await pilot.press("w")  # the glossary says it too
         await pilot.pause()
         assert "no OpenBLAS" in screen_text(app)
+
+
+# -- 11. words that match their numbers ---------------------------------------------------
+
+
+def test_the_cost_view_says_even_so_only_where_the_rounds_read_slower():
+    """'Even so its rounds run 1.00x plain: no k pays here': 1.00x is no 'even so'."""
+    from specdeck.engines.core.cost_model import CostModel
+    from specdeck.tui.cost_view import position_words
+
+    level = position_words(CostModel((0.5,), 1, 0.1, 1.402))  # 1.5 tokens / 1.502 steps
+    assert "Even so" not in level and "no faster than plain steps (1.00x)" in level
+    slower = position_words(CostModel((0.5,), 1, 0.1, 1.6))
+    assert "Even so its rounds run 0.88x plain: no k pays here" in slower
+
+
+@run_async
+async def test_the_diff_screen_shows_what_was_changed_and_folds_the_estimates():
+    """The panes' diff of two sessions listed ~13 rows of ``config.memory_estimates.…``
+    where a model or prompt changed: what a person changed shows, the rest is one line."""
+    from specdeck.sessions.diff import diff_sessions
+    from specdeck.sessions.session import load_session
+    from specdeck.tui.diff_screen import DiffScreen
+
+    a, b = (load_session(EXAMPLES / f"code-draft-k{k}.json") for k in (4, 16))
+    app = replay_of(EXAMPLES / "code-draft-k4.json")
+    async with app.run_test(size=(160, 45)) as pilot:
+        await app.push_screen(DiffScreen(diff_sessions(a, b, None, "k4", "k16"), a.traces))
+        await pilot.pause()
+        rows = inside(app, app.screen.query_one("#diff-changes").region)
+        assert shows(rows, "config.settings.num_draft_tokens")
+        assert not shows(rows, "memory_estimates")
+        assert shows(rows, "and 2 values worked out from the settings differ (memory")
