@@ -126,6 +126,21 @@ async def test_quit_is_always_on_the_footer(size):
 
 
 @run_async
+async def test_quit_is_whole_on_the_footer_after_a_live_run(tiny_family):
+    """At 160x45 after a live run the footer read ``[ ] k∓1  q▏^p palette``: it had been
+    fitted before its key groups were laid out, counted them as nothing, and showed every
+    key, the palette's over Quit's word."""
+    app = SpecdeckApp(make_request(tiny_family, max_tokens=8,
+                                   strategies=("plain", "draft", "ngram")),
+                      in_process=True, save_sessions=False)
+    async with app.run_test(size=(160, 45)) as pilot:
+        await settle(app, pilot)
+        await pilot.pause(0.3)
+        row = footer_row(app)
+        assert "q Quit" in row and row.rstrip().endswith("^p palette"), row
+
+
+@run_async
 async def test_a_cancelled_run_says_where_it_was_saved_at_80x24(tiny_family, tmp_path):
     """At 80x24 the status line read ``cancelled · partial session saved to…``, the path
     cut and no toast: the line says it in fewer words and a toast gives the path."""
@@ -150,12 +165,12 @@ async def test_plains_strip_shows_how_far_its_two_timings_were_apart(size):
 
     session = load_session(EXAMPLES / "code-all-strategies.json")
     app = SpecdeckApp(traces=session.traces, settings=session.settings,
-                      measured={"plain": [250.0, 258.0]}, wall_clock=lambda: 0.0)
+                      measured={"plain": [100.0, 900.0]}, wall_clock=lambda: 0.0)
     async with app.run_test(size=size) as pilot:
         await raced(app, pilot)
         plain = app.pane("plain")
         (row,) = [row for row in inside(app, plain.region) if "step" in row]
-        assert "3% apart" in row and "ms" in row, row
+        assert "160% apart" in row and "ms" in row, row  # a busy machine's spread
 
 
 @size_ids

@@ -33,7 +33,7 @@ def baseline_text(step: float | None, runs: list[float], repeats: int, width: in
     for unit, note in ((f"plain step = {duration(step)} (the unit of every cost)",
                         f"{how}: {apart}"),
                        (f"plain step = {duration(step)}", f"{how}: {apart}"),
-                       (f"step {duration(step)}", f"{how}, {apart}")):
+                       (f"step {duration(step)}", f"{len(runs)} runs {apart}")):
         figures = [Figure(text, cell_len(text)) for text, shown in
                    ((unit, step), (note, apart)) if shown]
         packed = pack_figures(figures, width, max_lines=1)

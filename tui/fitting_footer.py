@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.events import Resize
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey, FooterLabel
+from textual.widgets._footer import FooterLabel
 
 
 #: Seconds between looks at a footer whose keys are not laid out yet, and how many.
@@ -33,7 +33,7 @@ class FittingFooter(Footer):
 
     def _fit(self) -> None:
         children = list(self.children)
-        if not all(c.virtual_region.width for c in children if isinstance(c, FooterKey)):
+        if not all(c.virtual_region.width for c in children):  # keys, groups and labels
             # Not laid out yet: composed anew under a screen pushed over this one (the
             # keys of a modal's bindings), where a fit now found every key at 0 and
             # showed them all, the last cut ("x Reje"). Fitted once they are (a screen
