@@ -180,8 +180,15 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
         self.set_focus(self.query_one("#prompt-picker", Select), scroll_visible=False)
         # The form's first layout scrolls it to the prompt picker (the title and the
         # error line above it out of view, in a form taller than the screen): back to
-        # the top once it is laid out.
-        self.call_after_refresh(self.query_one(FormBody).scroll_home, animate=False)
+        # the top once it is laid out, or to the field keys typed at once went to.
+        self.call_after_refresh(self._first_view)
+
+    def _first_view(self) -> None:
+        body, focused = self.query_one(FormBody), self.focused
+        if focused is None or focused.id == "prompt-picker":
+            body.scroll_home(animate=False)
+        else:
+            body.scroll_to_widget(focused, animate=False)
 
     def compose(self) -> ComposeResult:
         values = form_values(self.request)

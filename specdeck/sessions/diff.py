@@ -307,8 +307,9 @@ def shown_changes(changes: list[Change]) -> tuple[list[Change], str]:
     if not folded:
         return shown, ""
     kinds = list(dict.fromkeys(derived(c) for c in folded))
-    return shown, (f"and {len(folded)} values worked out from the settings differ "
-                   f"({', '.join(kinds)})")
+    differ = "differs" if len(folded) == 1 else "differ"
+    return shown, (f"and {plural(len(folded), 'value')} worked out from the settings "
+                   f"{differ} ({', '.join(kinds)})")
 
 
 def setting_changes(a: Session | Sweep, b: Session | Sweep) -> list[Change]:
