@@ -12,6 +12,21 @@ import sys
 from pathlib import Path
 
 _MARK = "SPECDECK_BLAS_CHECKED"
+#: Debian/Ubuntu's package of the threaded OpenBLAS, and the line that installs it.
+OPENBLAS_PACKAGE = "libopenblas0-pthread"
+INSTALL_OPENBLAS = f"sudo apt-get install {OPENBLAS_PACKAGE}"
+
+
+def blas_advice() -> str | None:
+    """How to make matrix products fast, where this Linux process runs them through
+    mlx's bundled reference BLAS (~30x slower); None where it does not."""
+    if sys.platform != "linux" or "blas" in os.environ.get("LD_PRELOAD", "").lower():
+        return None
+    if openblas_path() is not None:
+        return ("OpenBLAS is installed but not loaded (~30x faster matrix products): start "
+                "specdeck with its own command, SPECDECK_NO_OPENBLAS unset")
+    return (f"matrix products use mlx's reference BLAS, ~30x slower: {INSTALL_OPENBLAS}, "
+            "then start specdeck again (it loads OpenBLAS itself)")
 
 
 def openblas_path() -> Path | None:
@@ -41,3 +56,4 @@ def reexec_with_openblas(argv: list[str]) -> None:
     env[_MARK] = "1"
     env["LD_PRELOAD"] = f"{lib}:{preload}" if preload else str(lib)
     os.execve(sys.executable, [sys.executable, "-m", "specdeck", *argv], env)
+

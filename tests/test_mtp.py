@@ -209,14 +209,20 @@ def test_models_without_a_head_are_refused(tiny_family, tmp_path) -> None:
 
 
 def test_cli_refuses_a_target_without_head_in_one_line(tiny_family, capsys) -> None:
-    code = main([
-        "compare", "--headless", "--target", str(tiny_family["hybrid_target"]),
-        "--strategies", "plain,mtp", "--prompt", PROMPT, "--max-tokens", "4",
-    ])
+    """Before loading: mtp alone is refused; beside plain, plain runs and mtp says why
+    it did not (a failed status all the same)."""
+    args = ["compare", "--headless", "--target", str(tiny_family["hybrid_target"]),
+            "--prompt", PROMPT, "--max-tokens", "4", "--no-save"]
+    code = main([*args, "--strategies", "mtp"])
     err = capsys.readouterr().err.strip().splitlines()
     assert code == 2
-    assert err[-1].startswith("specdeck: error: hybrid_target has no MTP head")
+    assert err[-1].startswith("specdeck: error: the target has no MTP head")
+    assert "--mtp-model" in err[-1]
     assert not any("Traceback" in line for line in err)
+    code = main([*args, "--strategies", "plain,mtp"])
+    out = capsys.readouterr().out
+    assert code == 1 and "plain: 4 tokens" in out
+    assert "   mtp: not run: the target has no MTP head" in out
 
 
 # --- front ends ------------------------------------------------------------------------

@@ -204,7 +204,7 @@ async def test_the_inspector_never_shows_a_round_of_an_earlier_run():
         await pilot.press("i")
         inspector = app.query_one(RoundInspector)
         assert inspector.shown[1] is not None
-        await pilot.press("space", "g")  # race again, paused at t = 0: no round shown
+        await pilot.press("space", "g")  # race again: at t = 0 (a still clock) no round shown
         await pilot.pause()
         assert inspector.shown == ("draft", None)
         assert verdict_text(app).startswith("draft: no round shown yet · n: step one round")

@@ -32,6 +32,7 @@ from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Trace
 from specdeck.engines.measure.machine import blas_library
 from specdeck.engines.core.requests import CompareRequest
+from specdeck.blas import blas_advice
 from specdeck.hosts.engine import (
     ThreadHost,
 )
@@ -107,7 +108,9 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         Binding("c", "cancel", "Cancel", id="specdeck.cancel",
                 tooltip="stop the run at once, keeping what streamed (saved as a partial "
                 "session), or stop the race"),
-        Binding("s", "settings", "Settings", id="specdeck.settings",
+        # A priority key: its dialog opens before the keys typed after it are handed
+        # on, so a burst ("s", tabs, a value) lands in the dialog's fields.
+        Binding("s", "settings", "Settings", id="specdeck.settings", priority=True,
                 tooltip="prompt, models, strategies, k, depth, n, sampling, max tokens, seed"),
         Binding("o", "sessions", "Sessions", id="specdeck.sessions",
                 tooltip="saved runs and sweeps: open, rename, delete, diff two"),
@@ -293,6 +296,10 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         if isinstance(self.source, ReplaySource):
             self._replay(self.source)
         else:
+            advice = blas_advice()  # once per app: the status line's flag says it short
+            if advice:
+                self.notify(advice, title="slow matrix products", severity="warning",
+                            timeout=20)
             await self.start_run()
 
     def on_unmount(self) -> None:
@@ -318,7 +325,7 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
             flags.append("scroll linked")
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
-            flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
+            flags.append("OpenBLAS" if blas_library() else "no OpenBLAS")
         text = self._silence or self.status_text
         lead = f"{self.hint} · " if self.hint and self.phase not in (Phase.RACING, Phase.RACED) else ""
         status = self.query_one("#status", FixedText)

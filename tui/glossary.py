@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from specdeck.blas import INSTALL_OPENBLAS
+
 #: (term, what it means), in the order a learner meets them.
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("target token (plain)",
@@ -95,6 +97,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
      "model at temperature 0 it picks among the drafting k by replaying each over the "
      "draft's right and wrong guesses at the latest tokens (where each k's rounds would "
      "have started, too). The inspector says why it chose each round's k."),
+    ("no OpenBLAS",
+     "On Linux, the status line's flag: matrix products go through the reference BLAS "
+     "mlx's CPU wheel carries, about 30x slower than OpenBLAS (a small model ran at 1.6-3 "
+     f"tok/s instead of 10). {INSTALL_OPENBLAS} installs it; specdeck loads it when it "
+     "starts."),
     ("mlx-lm rule",
      "Sampled runs (temperature > 0): what mlx-lm's exact-match rule would have kept of the "
      "same drafts. It keeps a draft only when the target's own sample equals it (about sum "

@@ -13,8 +13,8 @@ from specdeck.engines.core.formatting import percent, plural
 from specdeck.engines.core.stats import spread
 from specdeck.engines.models.catalog import token_decoder
 from specdeck.hosts.engine import (
-    EngineSilent, EventBatch, Estimates, ProcessHost, Progress, RunCommand, RunEnded,
-    TargetLoaded, ThreadHost,
+    EngineSilent, EventBatch, Estimates, NotRun, ProcessHost, Progress, RunCommand,
+    RunEnded, TargetLoaded, ThreadHost,
 )
 from specdeck.hosts.group import GroupHost
 from specdeck.tui.fixed_text import FixedText
@@ -59,6 +59,7 @@ class LiveRuns:
             pane.reset(keep_events=False)
             pane.detail = pane_detail(pane.strategy, self.request.settings)
             pane.status = "waiting"
+            pane.note = ""
             pane.memory_estimate = None
             pane.refresh_stats(None)
         self.measured = {}
@@ -95,8 +96,8 @@ class LiveRuns:
         if payload.run_id != self.run_id:
             return  # a cancelled or replaced run
         handle = {EventBatch: self._events, Progress: self._progress, Estimates: self._estimates,
-                  TargetLoaded: self._target_loaded, RunEnded: self._ended,
-                  EngineSilent: self._engine_silent}[type(payload)]
+                  NotRun: self._not_run, TargetLoaded: self._target_loaded,
+                  RunEnded: self._ended, EngineSilent: self._engine_silent}[type(payload)]
         handle(payload)
 
     @property
@@ -110,6 +111,13 @@ class LiveRuns:
         for pane in self.panes:
             pane.memory_estimate = message.totals.get(pane.strategy)
         self._refresh_stats()
+
+    def _not_run(self, message: NotRun) -> None:
+        """Strategies the models cannot run: their panes say why; the others run."""
+        for name, why in message.reasons.items():
+            if name in self._panes:
+                self.pane(name).status = "not run"
+                self.pane(name).note = f"not run: {why}"
 
     def _progress(self, message: Progress) -> None:
         self.status_text = message.text + "…"
@@ -191,7 +199,11 @@ class LiveRuns:
                 if message.saved else "cancelled · nothing was measured, so nothing was "
                 f"saved{f' ({message.error})' if message.error else ''} · r: measure again")
         if self.phase is Phase.CANCELLED:
+            # A short screen says it in fewer words, and the path whole in a toast.
+            self._brief = line, ("cancelled, partial session kept" if message.saved
+                                 else "cancelled, nothing saved") + " · r: measure again"
             self.status_text = line
+            self._say_saved(message.saved, "partial session saved")
         elif message.saved:
             self.notify(f"the cancelled run was saved as a partial session: {message.saved}")
 

@@ -14,7 +14,7 @@ nothing touches the network.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
@@ -30,7 +30,7 @@ from textual.widgets import Button, DataTable, Static
 from specdeck.engines.models.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
 from specdeck.engines.measure.draft_ranking import DraftRanking, RankedDraft, load_ranking
 from specdeck.engines.core.errors import ModelError
-from specdeck.engines.models.families import family_roots, member_of
+from specdeck.engines.models.families import family_roots, named_by_family
 from specdeck.engines.core.formatting import byte_size, parameters_text, plural, quant_text, times
 from specdeck.safe_text.rich_text import literal
 
@@ -128,14 +128,7 @@ def list_models(fields: dict[str, str],
     """``find_models`` over ``catalog_dirs`` and the cache, each model once; a family's
     members named by family (``smollm2 target``), not by their folders' names. A folder
     that cannot be listed raises ModelError, or goes to ``on_problem`` when given."""
-    unique: list[ModelInfo] = []
-    for m in find_models(catalog_dirs(fields), on_problem=on_problem):
-        member = member_of(m.path)
-        if member is not None:
-            m = replace(m, name=" ".join(member))
-        if not any(_same(m, u) for u in unique):
-            unique.append(m)
-    return unique
+    return named_by_family(find_models(catalog_dirs(fields), on_problem=on_problem))
 
 
 def _row(choice: Choice) -> tuple[str, ...]:

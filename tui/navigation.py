@@ -65,7 +65,10 @@ class Navigation:
     async def action_fewer_drafts(self) -> None:
         await self._change_drafts(-1)
 
-    def action_settings(self) -> None:
+    async def action_settings(self) -> None:
+        """The settings dialog, mounted before the next key is handled: keys typed right
+        after ``s`` (a burst, a paste) go to its fields, not lost or split while it
+        mounts and focuses its first field."""
         if self.request is None:
             self._live_only()
             return
@@ -78,7 +81,7 @@ class Navigation:
         screen = (SettingsScreen(self.request) if isinstance(self.source, LiveSource) else
                   SettingsScreen(self.request, "Settings — ctrl+s leaves the saved session "
                                  "and measures live"))
-        self.push_screen(screen, apply)
+        await self.push_screen(screen, apply)
 
     def action_sessions(self) -> None:
         async def open_chosen(session: Session | None) -> None:
@@ -135,9 +138,10 @@ class Navigation:
 
     def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
         """Textual's commands, but a screenshot goes where it can be written, and says
-        where (Textual's own writes to ~/Downloads, and fails where it is missing)."""
+        where (Textual's own writes to ~/Downloads, and fails where it is missing), and
+        Quit is listed once, as the binding ``q`` (``tui.commands``)."""
         for command in super().get_system_commands(screen):
-            if command.title != "Screenshot":
+            if command.title not in ("Screenshot", "Quit"):
                 yield command
         yield SystemCommand("Screenshot", "Save an SVG of the screen in the sessions "
                             "folder (else the current one)", self.action_save_screenshot)

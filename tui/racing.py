@@ -29,16 +29,19 @@ class Racing:
 
     def start_race(self) -> None:
         """Replay every pane from its own t = 0 on one clock (slowed down, all alike, when
-        the slowest run is shorter than ``MIN_RACE_SECONDS``)."""
+        the slowest run is shorter than ``MIN_RACE_SECONDS``). A race starts running:
+        panes paused to step through a run are let go."""
         self._stop_race()
+        self.paused = False
         traces = {p.strategy: Trace(p.strategy, p.events) for p in self.panes}
         schedule = Schedule.of(traces)
-        self.playback = Playback(schedule, speed=self.speed, paused=self.paused,
+        self.playback = Playback(schedule, speed=self.speed,
                                  stretch=stretch_for(schedule.duration))
         self._places = finish_places(schedule.ends)
         for pane in self.panes:
             pane.reset(keep_events=True)
-            pane.status = "racing"
+            if pane.events:  # a pane whose strategy did not run keeps saying so
+                pane.status = "racing"
         self.phase = Phase.RACING
         self._race_last = self.wall_clock()
         # Owned by the panes' container, so the timer dies with the screen on exit.

@@ -397,6 +397,7 @@ def group_compare(
     cancelled: Callable[[], bool] = lambda: False,
     clock: Clock = time.perf_counter,
     on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda e: None,
+    on_not_run: Callable[[dict[str, str]], None] = lambda reasons: None,
     on_started: Callable[[CompareResult], None] = lambda result: None,
     guard: FaultGuard | None = None,
 ) -> CompareResult:
@@ -407,7 +408,7 @@ def group_compare(
     request = replace(request, group=group.spec)
     result, error = None, None
     try:
-        result = start_compare(request, store, progress, on_estimates)
+        result = start_compare(request, store, progress, on_estimates, on_not_run)
     except (UserError, SettingsError, ModelError) as exc:
         error = str(exc)
     except Exception as exc:  # any failure must reach the check: the others wait there

@@ -295,6 +295,16 @@ def declared_mtp_layers(config: dict) -> int:
     )
 
 
+def missing_mtp_head(info: "ModelInfo", who: str) -> str:
+    """Why ``info`` (``who``: the target...) has no MTP head to draft with, read from its
+    folder ('' when it has one, or may have: its weights are not downloaded yet)."""
+    if declared_mtp_layers(info.config) <= 0:
+        return f"{who} has no MTP head (its config declares no MTP layers)"
+    if info.weights_present and not info.has_mtp_head:
+        return f"{who} has no MTP head (its files hold no mtp.* weights)"
+    return ""
+
+
 def mtp_sidecar(path: Path, config: dict) -> Path | None:
     """The separate file holding a model's MTP head, if it has one."""
     extra = config.get("mlx_lm_extra_tensors")

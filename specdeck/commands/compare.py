@@ -60,17 +60,19 @@ def run(args: argparse.Namespace) -> int:
 
 def compare_request(args: argparse.Namespace) -> CompareRequest:
     """The comparison the command line asks for, checked."""
-    from specdeck.engines.models.families import models_for
+    from specdeck.engines.models.families import family_of, models_for
     from specdeck.prompts import get_prompt, read_prompt
 
     target, draft = models_for(args.family, args.target, args.draft)
+    family = family_of(args.family, target)
     request = CompareRequest(
         target=target,
         draft=draft,
         mtp_model=args.mtp_model,
         revision=args.revision,
         strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
-        prompt=get_prompt().text if args.prompt is None else read_prompt(args.prompt),
+        prompt=(get_prompt(family.prompt).text if args.prompt is None
+                else read_prompt(args.prompt)),
         settings=settings_from(args),
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
@@ -121,6 +123,9 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
             failed = True
             error = visible(str(done.get("error")), MESSAGE_CHARS)
             print(f"specdeck: {name} failed: {error}", file=sys.stderr)
+    for name, why in result.not_run.items():  # asked for, but its models cannot run it
+        failed = True
+        print(f"{name:>6}: not run: {visible(why, MESSAGE_CHARS)}")
     sys.stdout.flush()
     saved = write_results(document, args.json, not args.no_save, args.sessions_dir, say)
     if interrupted:

@@ -18,7 +18,6 @@ from specdeck.engines.core.strategies import names
 from specdeck.engines.core.requests import (
     BACKENDS, MAX_REPEATS, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
 )
-from specdeck.prompts import DEFAULT_PROMPT
 from specdeck.safe_text.plain import MESSAGE_CHARS, visible
 
 
@@ -52,6 +51,8 @@ def draft_count(value: str) -> DraftCount:
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
+    from specdeck.engines.models.families import prompt_defaults
+
     add_model_options(p, command=True)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
@@ -69,7 +70,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--prompt",
                    help="prompt text, a built-in prompt's name (code, prose, chat_explain, ... in "
                    "prompts/), a prompt file, or a folder or JSONL file holding one "
-                   f"(default: the built-in {DEFAULT_PROMPT!r} prompt, as bare specdeck)")
+                   "(default: the family's built-in prompt, as bare specdeck opens on: "
+                   f"{prompt_defaults()}; another model: the demo family's)")
     p.add_argument("-k", "--num-draft-tokens", type=draft_count,
                    default=SETTINGS.num_draft_tokens,
                    help=f"drafts per round, 1..{MAX_DRAFT_TOKENS}, or auto: chosen each round "

@@ -399,13 +399,19 @@ def print_changes(console, changes) -> None:
 
     from specdeck.safe_text.rich_text import literal
 
+    from specdeck.sessions.diff import shown_changes
+
     if not changes:
         return
+    shown, folded = shown_changes(changes)
     table = Table(title="settings that differ", title_justify="left")
     for column in ("", "a", "b"):
         table.add_column(column)
-    for change in changes:
+    for change in shown:
         table.add_row(literal(change.path, one_line=True),
                       literal(setting_text(change.path, change.a)),
                       literal(setting_text(change.path, change.b)))
-    console.print(table)
+    if shown:
+        console.print(table)
+    if folded:
+        console.print(f"{folded}: --json lists them")
