@@ -420,7 +420,7 @@ class SpecdeckApp(LiteralNotify, App[None]):
             flags.append("scroll linked")
         if self.request is not None and sys.platform == "linux":
             # Live runs on Linux: say whether matrix products go through OpenBLAS.
-            flags.append("OpenBLAS" if blas_library() else "reference BLAS: slow")
+            flags.append("OpenBLAS" if blas_library() else "no OpenBLAS")
         text = self._silence or self.status_text
         lead = f"{self.hint} · " if self.hint and self.phase not in (Phase.RACING, Phase.RACED) else ""
         status = self.query_one("#status", FixedText)
