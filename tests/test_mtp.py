@@ -314,9 +314,10 @@ print(json.dumps({
 
 def test_mtp_sampling_is_lossless(models) -> None:
     """Depth 2 over three tokens: the first cycle's target token, then a chained draft,
-    its correction or the bonus, on a hybrid target rewound by its captured states."""
-    settings = fixed(3, mtp_depth=2, sampling=Sampling(temperature=0.8, top_p=0.9, top_k=20,
-                                                       min_p=0.02))
+    its correction or the bonus, on a hybrid target rewound by its captured states. The
+    head's distributions are peaked: at temperature 0.5 a q that skipped the temperature
+    fails this test (p < 1e-8), at 0.8 it passed 400 runs."""
+    settings = fixed(3, mtp_depth=2, sampling=Sampling(temperature=0.5, top_k=20))
     ids = models.target.tokenizer.encode(PROMPT)
     pvalues = strategy_pvalues("mtp", models, ids, settings, count=3)
     assert min(pvalues) > 1e-3, pvalues

@@ -18,6 +18,8 @@ from typing import Callable
 
 import mlx.core as mx
 import numpy as np
+from mlx.utils import tree_map
+from mlx_lm.models.cache import make_prompt_cache
 from mlx_lm.sample_utils import apply_min_p, apply_top_k, apply_top_p
 from scipy.stats import chisquare
 
@@ -42,19 +44,25 @@ def _sampling_probs(logits: mx.array, sampling: Sampling) -> np.ndarray:
 def exact_marginals(model, prompt: list[int], sampling: Sampling, count: int) -> list[np.ndarray]:
     """P(i-th generated token) for i < ``count``, marginalising over the tokens before it.
 
-    Every prefix the sampler can produce is enumerated: beyond two tokens keep the
-    support small (top-k), or the batch grows as the vocabulary to the power count - 1.
+    Every prefix the sampler can produce is enumerated, one batch row each, on a copy of
+    the prompt's cache (the prompt is read once): beyond two tokens keep the support
+    small (top-k), or the batch grows as the vocabulary to the power count - 1.
     """
-    marginals = []
-    prefixes, weights = [[]], np.ones(1)
+    cache = make_prompt_cache(model)
+    logits = model(mx.array([prompt]), cache=cache)[:, -1]
+    marginals, weights = [], np.ones(1)
     for step in range(count):
-        batch = mx.array([prompt + prefix for prefix in prefixes])
-        p_next = _sampling_probs(model(batch)[:, -1], sampling)
+        p_next = _sampling_probs(logits, sampling)
         marginals.append((weights[:, None] * p_next).sum(axis=0))
-        if step + 1 < count:
-            rows, cols = np.nonzero(p_next > 1e-9)
-            prefixes = [prefixes[r] + [int(c)] for r, c in zip(rows, cols)]
-            weights = weights[rows] * p_next[rows, cols]
+        if step + 1 == count:
+            break
+        rows, cols = np.nonzero(p_next > 1e-9)
+        weights = weights[rows] * p_next[rows, cols]
+        parents = mx.array(rows)
+        for layer in cache:  # each prefix continues its parent's cache
+            layer.state = tree_map(
+                lambda a: a[parents] if isinstance(a, mx.array) else a, layer.state)
+        logits = model(mx.array(cols)[:, None], cache=cache)[:, -1]
     return marginals
 
 
