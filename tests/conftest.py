@@ -36,6 +36,12 @@ def pytest_configure(config: pytest.Config) -> None:
     os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
 
 
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The slow tests first: xdist hands tests to its workers in this order, so neither
+    ends the session running one of them alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
 @pytest.fixture(scope="session")
 def tiny_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Directories of the tiny tokenizer/models, built once per test session.

@@ -97,17 +97,19 @@ def assert_lossless_on_the_group(doc: dict, strategies: list[str]) -> None:
 # -- two ranks decode what one process decodes ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_ranks_decode_what_one_process_decodes(tiny_family, tmp_path) -> None:
-    """A hybrid target by tensor (the llama pair runs on a group in the playground's
-    test below): mlx-optiq's capture pass runs the layers without the collectives, so a
-    split qwen3_5 target rewinds by checkpoint and replay, and drafts, MTP and prompt
-    lookup all stay exact."""
-    strategies = ["plain", "draft", "ngram", "mtp"]
-    target, draft = tiny_family["mtp_target"], tiny_family["hybrid_draft"]
-    doc = group_run(tmp_path, "tensor", target, draft, strategies, 12)
+    """``compare --headless`` on a hybrid target split by pipeline: the document says so
+    (the group, what a pass costs, each rank's memory), every strategy decodes what one
+    process decodes, and mlx-optiq's capture pass, which runs the layers without the
+    collectives, gives way to checkpoint and replay. (By tensor: the playground's engine
+    below, and the llama pair in the fault tests.)"""
+    strategies = ["plain", "ngram", "mtp"]
+    target = tiny_family["mtp_target"]
+    doc = group_run(tmp_path, "pipeline", target, None, strategies, 12)
     assert_lossless_on_the_group(doc, strategies)
     # See the module docstring: exact on these fixtures.
-    alone = result_document(one_process(target, draft, strategies, 12))
+    alone = result_document(one_process(target, None, strategies, 12))
     assert {n: doc["strategies"][n]["tokens"] for n in strategies} == \
         {n: alone["strategies"][n]["tokens"] for n in strategies}
     rewinds = {r["rollback"] for n in strategies for r in doc["strategies"][n]["rounds"]}
@@ -116,41 +118,27 @@ def test_two_ranks_decode_what_one_process_decodes(tiny_family, tmp_path) -> Non
     report = diff_sessions(session_from_document(alone), session_from_document(doc))
     changed = {c.path: (c.a, c.b) for c in report.changes}
     assert changed["config.group.size"] == (None, 2)
-    assert changed["config.group.shard"] == (None, "tensor") and report.identical
+    assert changed["config.group.shard"] == (None, "pipeline") and report.identical
 
     jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(doc)
     group = doc["config"]["group"]
-    assert (group["size"], group["backend"], group["shard"]) == (2, "ring", "tensor")
+    assert (group["size"], group["backend"], group["shard"]) == (2, "ring", "pipeline")
     assert group["hosts"] == ["127.0.0.1"] and "lost" not in group
     costs = PassCosts.from_dict(group["pass_costs"])
     assert costs is not None and costs.ranks == 2 and len(costs.group) == len(PASS_SIZES)
     assert costs.one_rank is not None  # the tiny target fits on rank 0 whole
     assert doc["partial"] is False
-    # Each rank holds half the target's weights and KV cache (the draft whole).
-    per_rank = doc["config"]["memory_estimates"]["draft"]
-    request = CompareRequest(target=str(target), draft=str(draft), strategies=strategies,
-                             prompt=PROMPT)
+    # Each rank holds half the target's layers: fewer weights, half the KV cache.
+    per_rank = doc["config"]["memory_estimates"]["mtp"]
+    request = CompareRequest(target=str(target), strategies=strategies, prompt=PROMPT)
     from specdeck.engines.runs.compare import describe_models, estimate_memory
 
     whole = estimate_memory(request, len(doc["config"]["prompt_tokens"]),
-                            describe_models(request, ModelStore()))["draft"]
+                            describe_models(request, ModelStore()))["mtp"]
     assert per_rank["kv_cache"] < whole.kv_cache and per_rank["weights"] < whole.weights
-    assert per_rank["draft_weights"] == whole.draft_weights
 
 
-def test_a_hybrid_split_by_pipeline_replays_and_decodes_what_one_process_decodes(
-        tiny_family, tmp_path) -> None:
-    strategies = ["plain", "ngram", "mtp"]
-    target = tiny_family["mtp_target"]
-    doc = group_run(tmp_path, "pipeline", target, None, strategies, 12)
-    assert_lossless_on_the_group(doc, strategies)
-    assert {n: doc["strategies"][n]["tokens"] for n in strategies} == \
-        one_process_tokens(target, None, strategies, 12)
-    rewinds = {r["rollback"] for n in strategies for r in doc["strategies"][n]["rounds"]}
-    assert "captured" not in rewinds and "replay" in rewinds, rewinds
-    assert doc["config"]["group"]["shard"] == "pipeline"
-
-
+@pytest.mark.slow
 def test_a_model_mlx_lm_cannot_split_that_way_is_refused_in_one_line(tiny_family) -> None:
     run = specdeck("compare", "--headless", "--shard", "pipeline", "-n", "2", "--target",
                    str(tiny_family["llama_target"]), "--strategies", "plain",
@@ -182,6 +170,7 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_the_ranks_agree_through_collectives() -> None:
     """Rank 0's data reaches every rank; an error on one rank stops all, naming it; a
     Ctrl+C on one rank stops every rank after the same event; ranks that decoded
@@ -286,15 +275,20 @@ def _fault_run(tiny_family, sessions: Path, *extra: str) -> Launched:
                      "0", "--prompt", PROMPT, "--sessions-dir", str(sessions), *extra])
 
 
-def _partial_session(sessions: Path):
+def _partial_session(sessions: Path, target: Path):
+    """The one partial session of a broken run: plain's tokens, as far as they got, are
+    what one process decodes (the llama pair split by tensor, exact on these fixtures)."""
     saved = sorted(sessions.glob("*.json"))
     assert len(saved) == 1 and saved[0].name.endswith("_plain_partial.json"), saved
     session = load_session(saved[0])
     assert session.partial and session.strategies == ["plain"]  # ngram never started
-    assert 0 < len(session.traces["plain"].tokens) < 5000
+    got = session.traces["plain"].tokens
+    assert 0 < len(got) < 5000
+    assert got == one_process_tokens(target, None, ["plain"], len(got))["plain"]
     return session
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_the_run_with_an_error_and_a_partial_session(
         tiny_family, tmp_path) -> None:
     run = _fault_run(tiny_family, tmp_path / "sessions")
@@ -306,10 +300,11 @@ def test_a_killed_rank_ends_the_run_with_an_error_and_a_partial_session(
     assert len(errors) == 1, stderr[-3000:]
     assert "lost a rank" in errors[0] or "SIGTERM" in errors[0], errors
     assert "(partial)" in stderr and "Traceback" not in stderr
-    session = _partial_session(tmp_path / "sessions")
+    session = _partial_session(tmp_path / "sessions", tiny_family["llama_target"])
     assert session.config["group"]["size"] == 2
 
 
+@pytest.mark.slow
 def test_a_stuck_rank_cannot_hang_the_run(tiny_family, tmp_path) -> None:
     """Rank 1 stopped (alive, silent): rank 0 waits in a collective that never
     completes, until the stall guard ends the run and saves what ran."""
@@ -327,12 +322,13 @@ def test_a_stuck_rank_cannot_hang_the_run(tiny_family, tmp_path) -> None:
     assert status == 1
     assert 2 <= waited < 60
     assert "no progress for 2 s" in stderr and "(partial)" in stderr, stderr[-3000:]
-    _partial_session(tmp_path / "sessions")
+    _partial_session(tmp_path / "sessions", tiny_family["llama_target"])
 
 
 # -- sweeps and the playground's engine --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_sweep_on_two_ranks_names_what_a_pass_costs_on_the_group(tiny_family,
                                                                     tmp_path) -> None:
     out = tmp_path / "sweep.json"
@@ -351,47 +347,53 @@ def test_a_sweep_on_two_ranks_names_what_a_pass_costs_on_the_group(tiny_family,
     assert run.stdout.count("specdeck sweep") == 1  # rank 0's table alone
 
 
+@pytest.mark.slow
 def test_the_playground_engine_runs_on_a_group(tiny_family) -> None:
+    """The playground's engine on two ranks, a hybrid pair split by tensor, several runs
+    on one launch: every strategy decodes what one process decodes (rewinding by replay,
+    as above); sampling, every rank drawing the same keys; a cancel."""
     from specdeck.hosts.engine import EventBatch, RunCommand, RunEnded
     from specdeck.hosts.group import GroupHost
 
     ended: queue.SimpleQueue = queue.SimpleQueue()
     tokens: dict[str, list[int]] = {}
+    rewinds: set[str] = set()
 
     def deliver(message) -> None:
         if isinstance(message, EventBatch):
             for name, event in message.batch:
                 tokens.setdefault(name, []).extend(getattr(event, "tokens", []))
+                rewinds.add(getattr(event, "rollback", "none"))
         elif isinstance(message, RunEnded):
             ended.put(message)
 
     spec = GroupSpec(shard="tensor", ranks=2)
-    strategies = ["plain", "draft"]
+    strategies = ["plain", "draft", "ngram", "mtp"]
+    target, draft = tiny_family["mtp_target"], tiny_family["hybrid_draft"]
     request = CompareRequest(
-        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
-        strategies=strategies, prompt=PROMPT, group=spec, warmup_tokens=0,
-        settings=DecodeSettings(max_tokens=16, stop_at_eos=False))
+        target=str(target), draft=str(draft), strategies=strategies, prompt=PROMPT,
+        group=spec, warmup_tokens=0, settings=DecodeSettings(max_tokens=12, stop_at_eos=False))
     host = GroupHost(deliver, spec)
     try:
         host.submit(RunCommand(1, request, save=False))
         first = ended.get(timeout=LAUNCH_TIMEOUT)
         assert first.run_id == 1 and first.error is None
-        assert tokens == one_process_tokens(tiny_family["llama_target"],
-                                            tiny_family["llama_draft"], strategies, 16)
+        assert tokens == one_process_tokens(target, draft, strategies, 12)
+        assert "captured" not in rewinds and "replay" in rewinds, rewinds
         launcher = host.pid
         tokens.clear()
         # The same ranks, models loaded; sampling at temperature 0.8, every rank drawing
         # the same keys: a rank that accepted differently would end the run with an error
         # (each strategy's tokens are compared across ranks at its end).
-        hot = replace(request, settings=replace(request.settings, sampling=Sampling(
-            temperature=0.8, seed=3)))
+        hot = replace(request, strategies=["plain", "draft"], settings=replace(
+            request.settings, sampling=Sampling(temperature=0.8, seed=3)))
         host.submit(RunCommand(2, hot, save=False))
         second = ended.get(timeout=LAUNCH_TIMEOUT)
         assert second.run_id == 2 and second.error is None and host.pid == launcher
-        assert len(tokens["plain"]) == len(tokens["draft"]) == 16
+        assert len(tokens["plain"]) == len(tokens["draft"]) == 12
         # Cancelled on rank 0 by the app: every rank stops after the same event.
         tokens.clear()
-        long = replace(request, settings=replace(request.settings, max_tokens=5000))
+        long = replace(hot, settings=replace(request.settings, max_tokens=5000))
         host.submit(RunCommand(3, long, save=False))
         deadline = time.monotonic() + LAUNCH_TIMEOUT
         while not tokens.get("plain") and time.monotonic() < deadline:

@@ -230,6 +230,7 @@ def test_cancel_ends_with_done_and_keeps_rounds(tiny_family, store) -> None:
 FILTERED = Sampling(temperature=0.8, top_p=0.9, top_k=20, min_p=0.02)
 
 
+@pytest.mark.slow
 def test_draft_sampling_is_lossless(tiny_family, store) -> None:
     """Both models hybrid (the target's states captured, the draft's restored): two
     tokens at k=2 cover acceptance, correction and bonus, and a round after a rewind."""

@@ -312,6 +312,7 @@ print(json.dumps({
 
 # --- temperature > 0 -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_mtp_sampling_is_lossless(models) -> None:
     """Depth 2 over three tokens: the first cycle's target token, then a chained draft,
     its correction or the bonus, on a hybrid target rewound by its captured states. The

@@ -184,6 +184,7 @@ def test_repeating_prompt_accepts_most_drafts(tiny_family, store) -> None:
 
 # --- temperature > 0 -------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_ngram_sampling_is_lossless(tiny_family, store) -> None:
     """The prompt ends in a repeat, so the first round drafts: k=2 over two tokens covers
     acceptance, correction and bonus, on a hybrid target rewound by its captured states."""

@@ -30,6 +30,7 @@ FETCHED_CACHE = cache_root()
 FAMILY = demo_models(FETCHED_CACHE / "families" / "smollm2")
 pytestmark = [
     pytest.mark.smollm2,
+    pytest.mark.slow,
     pytest.mark.xdist_group("smollm2"),
     pytest.mark.skipif(
         FAMILY is None,
