@@ -167,5 +167,5 @@ def entry() -> None:
     """Console-script entry: use the system OpenBLAS on Linux, then run."""
     from specdeck.blas import reexec_with_openblas
 
-    reexec_with_openblas(sys.argv[1:])
+    reexec_with_openblas(["-m", "specdeck", *sys.argv[1:]])
     sys.exit(main())

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from textual.widgets import DataTable, Input
@@ -212,6 +213,7 @@ async def tour_the_playground(app: SpecdeckApp, pilot) -> None:
     assert not app._exit
 
 
+@pytest.mark.slow
 @run_async
 async def test_the_playground_shows_the_whole_corpus_literally():
     app = replay(every_fragment(), ["plain", "my draft", "dräft"])
@@ -227,7 +229,10 @@ async def test_the_playground_shows_the_whole_corpus_literally():
         assert "␛]52;c;" in shown  # the escape shown, never sent
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# A tour draws every screen (~6 s of processor time): the corpus test above tours every
+# fragment at once; these add two random mixes of them and of strategy names.
+@pytest.mark.slow
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=hostile_text(), names=st.lists(st.sampled_from(STRATEGY_NAMES), min_size=2,
                                           max_size=3, unique=True))
 def test_any_schema_valid_session_opens_and_every_screen_survives(text, names) -> None:

@@ -26,7 +26,7 @@ from specdeck.engines.models.loading import ModelStore
 from specdeck.engines.proposers.mtp import load_mtp
 from specdeck.engines.core.stats import compute_stats
 from specdeck.engines.decode.run import Models, run_strategy
-from helpers.lossless import lossless_pvalues
+from helpers.lossless import strategy_pvalues
 from specdeck.cli import main
 from specdeck.sessions.session import SCHEMA_PATH
 from specdeck.testing.tiny_models import build_mtp_model
@@ -319,31 +319,13 @@ print(json.dumps({
 
 # --- temperature > 0 -------------------------------------------------------------------
 
-SAMPLES = 1500
-SAMPLINGS = {
-    "temp1": Sampling(temperature=1.0),
-    "filtered": Sampling(temperature=0.8, top_p=0.9, top_k=20, min_p=0.02),
-}
-
-
 @pytest.mark.slow
-@pytest.mark.parametrize(
-    "sampling,depth,count",
-    [
-        ("temp1", 1, 2),  # token 2 is the first cycle's draft or its correction
-        ("filtered", 1, 3),  # token 3 adds the bonus after an accepted draft
-        ("filtered", 2, 3),  # token 3 adds the second, chained draft
-    ],
-)
-def test_mtp_sampling_is_lossless(models, sampling, depth, count) -> None:
-    settings = fixed(count, mtp_depth=depth, sampling=SAMPLINGS[sampling])
+def test_mtp_sampling_is_lossless(models) -> None:
+    """Depth 2 over three tokens: the first cycle's target token, then a chained draft,
+    its correction or the bonus, on a hybrid target rewound by its captured states. The
+    head's distributions are peaked: at temperature 0.5 a q that skipped the temperature
+    fails this test (p < 1e-8), at 0.8 it passed 400 runs."""
+    settings = fixed(3, mtp_depth=2, sampling=Sampling(temperature=0.5, top_k=20))
     ids = models.target.tokenizer.encode(PROMPT)
-
-    def tokens(seed: int) -> list[int]:
-        s = replace(settings, sampling=replace(settings.sampling, seed=seed))
-        return Trace("mtp", list(run_strategy("mtp", models, ids, s))).tokens
-
-    pvalues = lossless_pvalues(
-        tokens, models.target.model, ids, settings.sampling, SAMPLES, count
-    )
+    pvalues = strategy_pvalues("mtp", models, ids, settings, count=3)
     assert min(pvalues) > 1e-3, pvalues

@@ -27,6 +27,7 @@ from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector, describe_rollback
 from specdeck.tui.jump_screen import JumpScreen
 from specdeck.tui.legend import Legend
+from helpers.app import live_app
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 
@@ -218,7 +219,7 @@ async def test_a_new_live_run_clears_the_inspector(tiny_family):
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
         strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
         settings=DecodeSettings(max_tokens=12, num_draft_tokens=2, stop_at_eos=False))
-    app = SpecdeckApp(request)
+    app = live_app(request)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         await pilot.press("i")
@@ -240,7 +241,7 @@ async def test_repeats_show_the_median_run_and_the_spread(tiny_family, tmp_path)
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
         strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
         repeats=3, settings=DecodeSettings(max_tokens=12, stop_at_eos=False))
-    app = SpecdeckApp(request, sessions_dir=tmp_path)
+    app = live_app(request, sessions_dir=tmp_path)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         draft = app.pane("draft")

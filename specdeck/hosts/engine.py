@@ -272,7 +272,7 @@ class ThreadHost:
         self._store = store
         self._clock = clock
         self._commands: queue.SimpleQueue[RunCommand | None] = queue.SimpleQueue()
-        self._cancelled_through = 0
+        self._cancelled_through = self._last_submitted = 0
         self._thread: threading.Thread | None = None
 
     def submit(self, command: RunCommand) -> None:
@@ -280,6 +280,7 @@ class ThreadHost:
             self._thread = threading.Thread(target=self._serve, name="specdeck-engine",
                                             daemon=True)
             self._thread.start()
+        self._last_submitted = command.run_id
         self._deliver.submitted(command)
         self._commands.put(command)
 
@@ -295,8 +296,12 @@ class ThreadHost:
         self._cancelled_through = max(self._cancelled_through, run_id)
 
     def close(self) -> None:
+        """Stop every run at its next round, then the thread (within two seconds, as the
+        process host's child): none goes on computing for an app that is gone."""
         if self._thread is not None:
+            self.cancel(self._last_submitted)
             self._commands.put(None)
+            self._thread.join(timeout=2)
 
 
 class ChildHost:

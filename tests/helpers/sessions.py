@@ -5,6 +5,8 @@ Token ``n`` always reads as the text ``" w<n>"``, so a test can predict any text
 
 from __future__ import annotations
 
+import copy
+
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Done, Prefill, Round, Trace
 from specdeck.sessions.session import Session, build_document, session_from_document
@@ -82,8 +84,10 @@ def config(strategies: list[str], **settings) -> dict:
 
 def document(traces: dict[str, Trace], requested: list[str] | None = None,
              machine: dict | None = None, **settings) -> dict:
+    """A session document with a machine of its own: a test that edits it (the hostile
+    ones do) changes no other test's."""
     return build_document(config(requested or list(traces), **settings),
-                          machine or MACHINE, traces)
+                          copy.deepcopy(machine or MACHINE), traces)
 
 
 def session(traces: dict[str, Trace], **settings) -> Session:
