@@ -85,19 +85,34 @@ def made(events) -> int:
     return sum(len(getattr(e, "tokens", ())) for e in events)
 
 
+def module_of(engines: ModuleType, name: str) -> ModuleType:
+    """``engines``'s module ``name`` (``decode.sampling``), or, at a revision from before
+    engines/ had folders, its flat twin (``sampling``); ``new|old`` names a module by
+    its name now and at older revisions."""
+    tried = [f"{engines.__name__}.{each}" for dotted in name.split("|")
+             for each in (dotted, dotted.split(".")[-1])]
+    for module in tried:
+        try:
+            return importlib.import_module(module)
+        except ModuleNotFoundError:
+            pass
+    raise ModuleNotFoundError(f"none of {', '.join(tried)}")
+
+
 def plain_steps_loop(engines: ModuleType, models: Models, n: int) -> Callable[[], int]:
     """The speculative loop of ``engines`` (this tree's or a revision's) drafting
     nothing: prompt lookup whose match would need more tokens than any run holds, so
     every round is a plain step, as auto's plain steps and an unmatched lookup are."""
-    parts = {name: importlib.import_module(f"{engines.__name__}.{name}")
-             for name in ("speculative", "ngram", "draft_length", "sampling")}
+    names = {"speculative": "decode.speculative", "ngram": "proposers.ngram",
+             "lengths": "auto.length|auto.draft_length", "sampling": "decode.sampling"}
+    parts = {key: module_of(engines, name) for key, name in names.items()}
     ids = models.target.tokenizer.encode(PROMPT)
     settings = DecodeSettings(max_tokens=n, stop_at_eos=False)
 
     def run() -> int:
         return made(parts["speculative"].run_speculative(
             models.target, parts["ngram"].PromptLookup(1 << 30), ids, settings,
-            {"ngram": parts["draft_length"].FixedLength(4)}, parts["sampling"].KeyStream(0)))
+            {"ngram": parts["lengths"].FixedLength(4)}, parts["sampling"].KeyStream(0)))
     return run
 
 

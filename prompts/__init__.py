@@ -20,6 +20,7 @@ from pathlib import Path
 
 from specdeck.engines.core.errors import UserError
 from specdeck.engines.core.files import UnreadableFile, read_text
+from specdeck.engines.core.formatting import byte_size
 
 PROMPTS_DIR = Path(__file__).resolve().parent
 
@@ -29,6 +30,12 @@ DEFAULT_PROMPT = "code"
 PROMPT_FILE_ENDINGS = (".txt", ".md", ".json", ".jsonl")
 
 _SEPARATOR = "---"
+#: The longest prompt read: about a million tokens of text, more than any model here
+#: reads. A larger file is refused by its size, before it is read or tokenized (a 50 MB
+#: one took 7 minutes and 5 GB to be refused for its length).
+PROMPT_BYTES = 4 * 2**20
+#: The largest JSONL file of prompts (many prompts, each within ``PROMPT_BYTES``).
+JSONL_BYTES = 64 * 2**20
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,10 +88,11 @@ def get_prompt(key: str = DEFAULT_PROMPT) -> Prompt:
     return prompts[key]
 
 
-def _read(path: Path) -> str:
-    """A prompt file's text, read bounded (a FIFO or /dev/zero ends in one line)."""
+def _read(path: Path, limit: int = PROMPT_BYTES) -> str:
+    """A prompt file's text, read bounded (a FIFO, /dev/zero or a file over ``limit``
+    ends in one line)."""
     try:
-        return read_text(path)
+        return read_text(path, limit)
     except (OSError, UnicodeDecodeError, UnreadableFile) as exc:
         raise UserError(f"cannot read the prompt file {path}: {exc}") from exc
 
@@ -102,12 +110,12 @@ def read_prompt_file(path: Path) -> Prompt:
 def _jsonl_prompts(path: Path) -> list[Prompt]:
     """One ``{"prompt": ..., "name"?: ..., "kind"?: ...}`` per line; blank lines skipped."""
     prompts = []
-    for number, line in enumerate(_read(path).splitlines(), 1):
+    for number, line in enumerate(_read(path, JSONL_BYTES).splitlines(), 1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, or nested past Python's stack
             row = None
         if type(row) is not dict:
             row = {}
@@ -116,6 +124,9 @@ def _jsonl_prompts(path: Path) -> list[Prompt]:
                 not isinstance(kind, str)):
             raise UserError(f"{path} line {number}: expected {{\"prompt\": \"...\"}} "
                             "(with \"name\" and \"kind\" strings, if any)")
+        if len(text) > PROMPT_BYTES:  # characters: at least as many bytes
+            raise UserError(f"{path} line {number}: the prompt is longer than the "
+                            f"{byte_size(PROMPT_BYTES)} a prompt may be")
         prompts.append(Prompt(name, name, "", text, kind))
     return prompts
 

@@ -1,16 +1,21 @@
-"""Render the README's screenshots: a real run on the demo family, mid-race, the round
-inspector open on a draft round that was corrected; and the cost view ("why this k") of a
-real k = 16 run of the demo family (``sessions/examples/code-draft-k16.json``).
+"""Render the README's pictures: a real run on the demo family at the end of its race;
+the cost view ("why this k") of a real k = 16 run of the demo family
+(``sessions/examples/code-draft-k16.json``); and that run's exported web page, a rejected
+draft's round open (``docs/export.png``).
 
 The run is ``sessions/examples/code-all-strategies.json``, recorded by ``specdeck compare
---strategies plain,draft,mtp,ngram`` on the built-in demo models; the app replays it at a
-fixed terminal size with its race clock standing still, so the picture is the same on
-every run. Textual exports an SVG, and the PNG the README shows is drawn from it by
+--strategies plain,draft,mtp,ngram`` on the built-in demo models. Its picture is what
+``specdeck export sessions/examples/code-all-strategies.json --svg docs/screenshot.svg``
+writes (the same function): the app replays it at a fixed terminal size, its race clock
+held, so the picture is the same on every run. Textual exports an SVG, and the PNG the
+README shows is drawn from it by
 headless Chromium where one is installed (Debian: ``apt-get install
 chromium-headless-shell``), which renders Textual's SVGs faithfully (Fira Code from
 ``fonts-firacode``). Without one, cairosvg (the ``docs`` extra: ``pip install -e
 ".[docs]"``) draws it, but without strike-through and with boxes for symbols its font
-lacks (rejected drafts then show by their colour only); the SVG keeps every style.
+lacks (rejected drafts then show by their colour only); the SVG keeps every style. The
+web page is photographed by chromium driven by selenium (the test extra) where both are
+installed.
 
     python scripts/screenshot.py                 # docs/screenshot.* and docs/cost-view.*
     python scripts/screenshot.py --with cairosvg # the PNG from cairosvg even so
@@ -30,37 +35,18 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
+from specdeck.export.page import render_page  # noqa: E402
+from specdeck.export.page_data import session_page  # noqa: E402
+from specdeck.export.still import race_svg  # noqa: E402
 from specdeck.sessions.session import load_session  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
 
 SESSION = ROOT / "sessions" / "examples" / "code-all-strategies.json"
-SIZE = (160, 45)
-#: Where the race is held (seconds from each strategy's start), and the round of the
-#: draft pane the inspector explains: one whose drafts were partly rejected.
-RACE_AT = 0.30
+#: The browser window the page is photographed in: the four panes and a round's detail.
+PAGE_WINDOW = (1700, 1250)
 #: Tall enough for the summary and every position of k = 16; the Braille chart below
 #: them is left out (cairosvg draws no Braille with Fira Code, the font it needs).
 COST_VIEW_SIZE = (120, 37)
-
-
-async def render_svg() -> str:
-    session = load_session(SESSION)
-    app = SpecdeckApp(traces=session.traces, settings=session.settings,
-                      memory_estimates=session.memory_estimates, prompt=session.prompt,
-                      title=session.replay_title, wall_clock=lambda: 0.0)
-    async with app.run_test(size=SIZE) as pilot:
-        await pilot.pause()
-        await pilot.press("space")  # hold the race where it is put
-        app.seek_race(RACE_AT)
-        draft = app.pane("draft")
-        draft.focus()
-        await pilot.pause()
-        while (draft.current_round() is None or draft.current_round().end != "correction"
-               or not draft.current_round().accepted):
-            assert draft.step(), "no partly accepted round to show"
-        await pilot.press("i")
-        await pilot.pause()
-        return app.export_screenshot()
 
 
 async def render_cost_view_svg() -> str:
@@ -96,6 +82,38 @@ def chromium_png(svg: Path, png: Path, chromium: str) -> None:
     subprocess.run(command, check=True, capture_output=True, timeout=300, env=env)
 
 
+def page_png(png: Path, chromium: str) -> bool:
+    """Photograph the exported page of ``SESSION`` with a rejected draft's round open;
+    False where selenium or chromedriver is missing."""
+    try:
+        from selenium import webdriver
+        from selenium.webdriver.chrome.service import Service
+    except ImportError:
+        return False
+    driver_path = shutil.which("chromedriver")
+    if driver_path is None:
+        return False
+    title = f"specdeck: {SESSION.name}"
+    page = png.with_suffix(".html")
+    page.write_bytes(render_page(session_page(load_session(SESSION), title), title))
+    options = webdriver.ChromeOptions()
+    options.binary_location = shutil.which("chromium") or chromium
+    for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
+                 "--force-device-scale-factor=1", "--window-size={},{}".format(*PAGE_WINDOW)):
+        options.add_argument(flag)
+    env = {name: value for name, value in os.environ.items() if name != "LD_PRELOAD"}
+    driver = webdriver.Chrome(service=Service(driver_path, env=env), options=options)
+    try:
+        driver.get(page.as_uri())
+        driver.find_elements("css selector", ".pane:nth-child(2) .token--rejected")[2].click()
+        driver.execute_script("window.scrollTo(0, 0)")
+        driver.save_screenshot(str(png))
+    finally:
+        driver.quit()
+        page.unlink()
+    return True
+
+
 def cairosvg_png(svg: Path, png: Path) -> None:
     import cairosvg
 
@@ -124,14 +142,20 @@ def main() -> int:
         chromium = None
     out = ROOT / "docs"
     out.mkdir(exist_ok=True)
-    for name, render in (("screenshot", render_svg), ("cost-view", render_cost_view_svg)):
+    pictures = (("screenshot", lambda: race_svg(load_session(SESSION))),
+                ("cost-view", lambda: asyncio.run(render_cost_view_svg())))
+    for name, render in pictures:
         svg, png = out / f"{name}.svg", out / f"{name}.png"
-        svg.write_text(asyncio.run(render()), encoding="utf-8")
+        svg.write_text(render(), encoding="utf-8")
         if chromium is not None:
             chromium_png(svg, png, chromium)
         else:
             cairosvg_png(svg, png)
         print(f"wrote {svg} and {png} ({'Chromium' if chromium else 'cairosvg'})")
+    if chromium is not None and page_png(out / "export.png", chromium):
+        print(f"wrote {out / 'export.png'}")
+    else:
+        print("left docs/export.png: it needs chromium, chromedriver and selenium")
     return 0
 
 

@@ -11,17 +11,24 @@ import os
 import shlex
 import sys
 
-from specdeck.commands import calibrate, compare, fetch, models, playground, sessions, sweep
+from specdeck.commands import (
+    calibrate, compare, export, fetch, models, playground, serve, sessions, sweep,
+)
 from specdeck.commands.options import add_model_options
-from specdeck.commands.exit_status import EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
-from specdeck.engines.core.errors import GroupError, ModelError, SettingsError, UserError
+from specdeck.commands.exit_status import (
+    EXIT_BROKEN_PIPE, EXIT_RUN_FAILED, EXIT_USAGE,
+)
+from specdeck.hosts.stopping import stopped_status
+from specdeck.engines.core.errors import (
+    AppCrashed, GroupError, ModelError, SettingsError, UserError,
+)
 from specdeck.engines.core.requests import RANK_VARIABLE
 from specdeck.safe_text.plain import MESSAGE_CHARS, visible
 from specdeck.sessions.diff import DiffError
 from specdeck.sessions.session import SessionError
 
 #: Each command module adds its parser (``add_parser``), which names its ``run``.
-COMMANDS = (compare, sweep, sessions, models, calibrate, fetch)
+COMMANDS = (compare, sweep, sessions, models, calibrate, fetch, export, serve)
 
 
 class DefaultsShown(argparse.HelpFormatter):
@@ -143,9 +150,12 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         print(f"specdeck: error: {visible(str(exc), MESSAGE_CHARS)}", file=sys.stderr)
         return EXIT_USAGE
+    except AppCrashed as exc:  # Textual printed the traceback above
+        print(f"specdeck: error: {exc}", file=sys.stderr)
+        return EXIT_RUN_FAILED
     except KeyboardInterrupt:
         print("specdeck: interrupted", file=sys.stderr)
-        return EXIT_INTERRUPTED
+        return stopped_status()
     except BrokenPipeError:
         # The reader left (specdeck ... | head): stop quietly. What is still buffered
         # goes nowhere, so flushing it at exit raises nothing either.
@@ -157,5 +167,5 @@ def entry() -> None:
     """Console-script entry: use the system OpenBLAS on Linux, then run."""
     from specdeck.blas import reexec_with_openblas
 
-    reexec_with_openblas(sys.argv[1:])
+    reexec_with_openblas(["-m", "specdeck", *sys.argv[1:]])
     sys.exit(main())

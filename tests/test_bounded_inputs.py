@@ -225,7 +225,7 @@ def test_nan_in_a_session_is_named(tmp_path, capsys) -> None:
     (["--seed", "-1"], "the seed must be from 0 to 2**64 - 1 (got -1)"),
     (["--seed", str(2**64)], f"(got {2**64})"),
     (["--alternatives", "100000"], "alternatives must be from 0 to 64"),
-    (["--temp", "nan"], "temperature must be a number >= 0 (got nan)"),
+    (["--temp", "nan"], "temperature must be 0 (greedy) or from 0.001 to 1000 (got nan)"),
     (["--top-p", "nan"], "top-p must be in (0, 1] (got nan)"),
 ])
 def test_out_of_range_values_end_in_one_line(args, needle, capsys) -> None:

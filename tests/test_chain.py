@@ -3,8 +3,6 @@ the draft model (or the MTP head) elsewhere; lossless, and each round names its 
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 
 from specdeck.engines.runs.compare import load_models
@@ -15,7 +13,7 @@ from specdeck.engines.models.loading import ModelStore
 from specdeck.engines.proposers.mtp import load_mtp
 from specdeck.engines.core.requests import CompareRequest
 from specdeck.engines.decode.run import Models, run_strategy
-from helpers.lossless import lossless_pvalues
+from helpers.lossless import strategy_pvalues
 
 #: Copyable: the prompt ends inside a passage it already holds.
 COPY = "def add(a, b):\n    return a + b\n\n\ndef sub(a, b):\n    return a - b\n\n\ndef add(a, b):"
@@ -128,19 +126,13 @@ def test_what_chain_loads(tiny_family, store) -> None:
 SAMPLING = Sampling(temperature=0.9, top_k=30)
 
 
-@pytest.mark.slow
 @pytest.mark.parametrize("prompt", [COPY, FRESH])
 def test_chain_sampling_keeps_the_targets_distribution(pair, prompt) -> None:
     """From a copied round (COPY) and from a drafted one (FRESH)."""
     ids = pair.target.tokenizer.encode(prompt)
     settings = DecodeSettings(max_tokens=2, stop_at_eos=False, ngram_n=N, num_draft_tokens=2,
                               sampling=SAMPLING)
-
-    def tokens(seed: int) -> list[int]:
-        s = replace(settings, sampling=replace(SAMPLING, seed=seed))
-        return Trace("chain", list(run_strategy("chain", pair, ids, s))).tokens
-
     first = Trace("chain", list(run_strategy("chain", pair, ids, settings))).rounds[0]
     assert first.proposer == ("ngram" if prompt == COPY else "draft")
-    p_first, p_second = lossless_pvalues(tokens, pair.target.model, ids, SAMPLING, 1500)
+    p_first, p_second = strategy_pvalues("chain", pair, ids, settings)
     assert p_first > 1e-3 and p_second > 1e-3, (p_first, p_second)

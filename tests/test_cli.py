@@ -122,26 +122,33 @@ def test_repeats_keep_the_median_run_and_record_every_timing(tiny_family, tmp_pa
         "measured_tokens_per_s"]
 
 
-def one_line_error(result: subprocess.CompletedProcess, *needles: str) -> None:
-    assert result.returncode == 2
-    assert "Traceback" not in result.stderr
-    lines = [l for l in result.stderr.splitlines() if l.startswith("specdeck: error:")]
-    assert len(lines) == 1, result.stderr
+def one_line_error(code: int, stderr: str, *needles: str) -> None:
+    assert code == 2
+    assert "Traceback" not in stderr
+    lines = [l for l in stderr.splitlines() if l.startswith("specdeck: error:")]
+    assert len(lines) == 1, stderr
     for needle in needles:
         assert needle in lines[0]
 
 
-def test_missing_model_path(tmp_path) -> None:
+def refused(capsys, *args: str) -> tuple[int, str]:
+    """``specdeck ARGS`` in this process (the command as a process: the JSON test above
+    and the hub's below): its exit code and what it wrote to stderr."""
+    code = main(list(args))
+    return code, capsys.readouterr().err
+
+
+def test_missing_model_path(tmp_path, capsys) -> None:
     one_line_error(
-        specdeck("compare", "--headless", "--target", str(tmp_path / "nope"),
+        *refused(capsys, "compare", "--headless", "--target", str(tmp_path / "nope"),
                  "--strategies", "plain", "--prompt", "hi"),
         "model not found", "nope",
     )
 
 
-def test_directory_that_is_not_a_model(tmp_path) -> None:
+def test_directory_that_is_not_a_model(tmp_path, capsys) -> None:
     one_line_error(
-        specdeck("compare", "--headless", "--target", str(tmp_path),
+        *refused(capsys, "compare", "--headless", "--target", str(tmp_path),
                  "--strategies", "plain", "--prompt", "hi"),
         "not a model directory", "config.json",
     )
@@ -163,9 +170,9 @@ def test_mismatched_tokenizers_refused_before_loading_weights(tiny_family, monke
 
 
 @pytest.mark.parametrize("k", ["0", "17"])
-def test_k_out_of_range(tiny_family, k) -> None:
+def test_k_out_of_range(tiny_family, k, capsys) -> None:
     one_line_error(
-        specdeck("compare", "--headless", "--target", str(tiny_family["llama_target"]),
+        *refused(capsys, "compare", "--headless", "--target", str(tiny_family["llama_target"]),
                  "--draft", str(tiny_family["llama_draft"]), "-k", k, "--prompt", "hi"),
         "between 1 and 16", f"got {k}",
     )
@@ -186,7 +193,8 @@ def test_hub_id_offline_says_so(tmp_path) -> None:
         capture_output=True, text=True, cwd=ROOT, env={**os.environ, **env, "SPECDECK_NO_OPENBLAS": "1"},
         timeout=300,
     )
-    one_line_error(result, "mlx-community/not-a-real-model-xyz", "Hugging Face hub", "local")
+    one_line_error(result.returncode, result.stderr, "mlx-community/not-a-real-model-xyz",
+                   "Hugging Face hub", "local")
 
 
 def test_option_defaults_are_the_dataclasses_defaults() -> None:

@@ -44,10 +44,11 @@ from specdeck.sessions.session import (
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 #: Seconds one launch of two ranks may take on a busy machine.
 LAUNCH_TIMEOUT = 300
-#: How long a fault test lets plain decode before it breaks a rank: long enough that the
-#: partial trace holds tokens on a loaded CI machine (0.5 s gave none in 1 run of ~30 there),
-#: short of the 5000 tokens' end (~60 s on two ranks of the tiny model, 84 tok/s).
-DECODING_A_WHILE = 3.0
+#: The processor time rank 0 spends decoding before a fault test breaks a rank: enough
+#: for the partial trace to hold tokens however loaded the machine (0.5 s of wall time
+#: gave none in 1 run of ~30 on a loaded CI machine), far short of the 5000 tokens' end
+#: (~60 s on two ranks of the tiny model, 84 tok/s).
+DECODING_A_WHILE = 0.5
 
 
 def specdeck(*args: str, env: dict | None = None, timeout: int = LAUNCH_TIMEOUT):
@@ -96,58 +97,48 @@ def assert_lossless_on_the_group(doc: dict, strategies: list[str]) -> None:
 # -- two ranks decode what one process decodes ---------------------------------------------
 
 
+@pytest.mark.slow
 def test_two_ranks_decode_what_one_process_decodes(tiny_family, tmp_path) -> None:
-    strategies = ["plain", "draft", "ngram"]
-    target, draft = tiny_family["llama_target"], tiny_family["llama_draft"]
-    doc = group_run(tmp_path, "tensor", target, draft, strategies, 24)
+    """``compare --headless`` on a hybrid target split by pipeline: the document says so
+    (the group, what a pass costs, each rank's memory), every strategy decodes what one
+    process decodes, and mlx-optiq's capture pass, which runs the layers without the
+    collectives, gives way to checkpoint and replay. (By tensor: the playground's engine
+    below, and the llama pair in the fault tests.)"""
+    strategies = ["plain", "ngram", "mtp"]
+    target = tiny_family["mtp_target"]
+    doc = group_run(tmp_path, "pipeline", target, None, strategies, 12)
     assert_lossless_on_the_group(doc, strategies)
     # See the module docstring: exact on these fixtures.
-    alone = result_document(one_process(target, draft, strategies, 24))
+    alone = result_document(one_process(target, None, strategies, 12))
     assert {n: doc["strategies"][n]["tokens"] for n in strategies} == \
         {n: alone["strategies"][n]["tokens"] for n in strategies}
+    rewinds = {r["rollback"] for n in strategies for r in doc["strategies"][n]["rounds"]}
+    assert "captured" not in rewinds and "replay" in rewinds, rewinds
     # The diff of the two runs names the group, and finds the outputs identical.
     report = diff_sessions(session_from_document(alone), session_from_document(doc))
     changed = {c.path: (c.a, c.b) for c in report.changes}
     assert changed["config.group.size"] == (None, 2)
-    assert changed["config.group.shard"] == (None, "tensor") and report.identical
+    assert changed["config.group.shard"] == (None, "pipeline") and report.identical
 
     jsonschema.Draft202012Validator(json.loads(SCHEMA_PATH.read_text())).validate(doc)
     group = doc["config"]["group"]
-    assert (group["size"], group["backend"], group["shard"]) == (2, "ring", "tensor")
+    assert (group["size"], group["backend"], group["shard"]) == (2, "ring", "pipeline")
     assert group["hosts"] == ["127.0.0.1"] and "lost" not in group
     costs = PassCosts.from_dict(group["pass_costs"])
     assert costs is not None and costs.ranks == 2 and len(costs.group) == len(PASS_SIZES)
     assert costs.one_rank is not None  # the tiny target fits on rank 0 whole
     assert doc["partial"] is False
-    # Each rank holds half the target's weights and KV cache (the draft whole).
-    per_rank = doc["config"]["memory_estimates"]["draft"]
-    request = CompareRequest(target=str(target), draft=str(draft), strategies=strategies,
-                             prompt=PROMPT)
+    # Each rank holds half the target's layers: fewer weights, half the KV cache.
+    per_rank = doc["config"]["memory_estimates"]["mtp"]
+    request = CompareRequest(target=str(target), strategies=strategies, prompt=PROMPT)
     from specdeck.engines.runs.compare import describe_models, estimate_memory
 
     whole = estimate_memory(request, len(doc["config"]["prompt_tokens"]),
-                            describe_models(request, ModelStore()))["draft"]
+                            describe_models(request, ModelStore()))["mtp"]
     assert per_rank["kv_cache"] < whole.kv_cache and per_rank["weights"] < whole.weights
-    assert per_rank["draft_weights"] == whole.draft_weights
 
 
-def test_a_split_hybrid_target_replays_instead_of_capturing(tiny_family, tmp_path) -> None:
-    """mlx-optiq's capture pass runs the layers without the collectives, so a split
-    qwen3_5 target rewinds by checkpoint and replay; drafts, MTP and prompt lookup all
-    stay exact, by tensor and by pipeline."""
-    strategies = ["plain", "draft", "ngram", "mtp"]
-    target, draft = tiny_family["mtp_target"], tiny_family["hybrid_draft"]
-    expected = one_process_tokens(target, draft, strategies, 20)
-    for shard, ran in (("tensor", strategies), ("pipeline", ["plain", "ngram", "mtp"])):
-        doc = group_run(tmp_path, shard, target, draft if "draft" in ran else None, ran, 20)
-        assert_lossless_on_the_group(doc, ran)
-        assert {n: doc["strategies"][n]["tokens"] for n in ran} == \
-            {n: expected[n] for n in ran}, shard
-        rewinds = {r["rollback"] for n in ran for r in doc["strategies"][n]["rounds"]}
-        assert "captured" not in rewinds and "replay" in rewinds, (shard, rewinds)
-        assert doc["config"]["group"]["shard"] == shard
-
-
+@pytest.mark.slow
 def test_a_model_mlx_lm_cannot_split_that_way_is_refused_in_one_line(tiny_family) -> None:
     run = specdeck("compare", "--headless", "--shard", "pipeline", "-n", "2", "--target",
                    str(tiny_family["llama_target"]), "--strategies", "plain",
@@ -179,6 +170,7 @@ print("RESULT " + json.dumps(out), flush=True)
 """
 
 
+@pytest.mark.slow
 def test_the_ranks_agree_through_collectives() -> None:
     """Rank 0's data reaches every rank; an error on one rank stops all, naming it; a
     Ctrl+C on one rank stops every rank after the same event; ranks that decoded
@@ -216,6 +208,12 @@ def _rank_pid(mark: str, rank: int) -> int | None:
     return None
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User and system time of process ``pid`` so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 class Launched:
     """``specdeck compare -n 2`` running in the background, its stderr read line by line."""
 
@@ -227,7 +225,8 @@ class Launched:
             env={**os.environ, "SPECDECK_TEST_MARK": self.mark})
         self.lines: queue.SimpleQueue[str] = queue.SimpleQueue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
 
     def _read(self) -> None:
         for line in self.process.stderr:
@@ -249,9 +248,21 @@ class Launched:
         assert pid is not None, f"rank {rank} not found"
         return pid
 
+    def decode_a_while(self) -> None:
+        """Once plain runs, until rank 0 has spent ``DECODING_A_WHILE`` seconds of
+        processor time decoding (a loaded machine takes longer to get there)."""
+        self.wait_for("specdeck: running plain")
+        rank0 = self.rank_pid(0)
+        start = _cpu_seconds(rank0)
+        deadline = time.monotonic() + LAUNCH_TIMEOUT
+        while _cpu_seconds(rank0) - start < DECODING_A_WHILE:
+            assert time.monotonic() < deadline and self.process.poll() is None, \
+                "rank 0 never decoded"
+            time.sleep(0.05)
+
     def finish(self) -> tuple[int, str]:
         self.process.wait(timeout=LAUNCH_TIMEOUT)
-        time.sleep(0.2)
+        self.reader.join(timeout=LAUNCH_TIMEOUT)  # to the end of its stderr
         while not self.lines.empty():
             self.seen.append(self.lines.get())
         return self.process.returncode, "".join(self.seen)
@@ -264,20 +275,24 @@ def _fault_run(tiny_family, sessions: Path, *extra: str) -> Launched:
                      "0", "--prompt", PROMPT, "--sessions-dir", str(sessions), *extra])
 
 
-def _partial_session(sessions: Path):
+def _partial_session(sessions: Path, target: Path):
+    """The one partial session of a broken run: plain's tokens, as far as they got, are
+    what one process decodes (the llama pair split by tensor, exact on these fixtures)."""
     saved = sorted(sessions.glob("*.json"))
     assert len(saved) == 1 and saved[0].name.endswith("_plain_partial.json"), saved
     session = load_session(saved[0])
     assert session.partial and session.strategies == ["plain"]  # ngram never started
-    assert 0 < len(session.traces["plain"].tokens) < 5000
+    got = session.traces["plain"].tokens
+    assert 0 < len(got) < 5000
+    assert got == one_process_tokens(target, None, ["plain"], len(got))["plain"]
     return session
 
 
+@pytest.mark.slow
 def test_a_killed_rank_ends_the_run_with_an_error_and_a_partial_session(
         tiny_family, tmp_path) -> None:
     run = _fault_run(tiny_family, tmp_path / "sessions")
-    run.wait_for("specdeck: running plain")
-    time.sleep(DECODING_A_WHILE)
+    run.decode_a_while()
     os.kill(run.rank_pid(1), signal.SIGKILL)
     status, stderr = run.finish()
     assert status == 1, stderr[-3000:]
@@ -285,16 +300,16 @@ def test_a_killed_rank_ends_the_run_with_an_error_and_a_partial_session(
     assert len(errors) == 1, stderr[-3000:]
     assert "lost a rank" in errors[0] or "SIGTERM" in errors[0], errors
     assert "(partial)" in stderr and "Traceback" not in stderr
-    session = _partial_session(tmp_path / "sessions")
+    session = _partial_session(tmp_path / "sessions", tiny_family["llama_target"])
     assert session.config["group"]["size"] == 2
 
 
+@pytest.mark.slow
 def test_a_stuck_rank_cannot_hang_the_run(tiny_family, tmp_path) -> None:
     """Rank 1 stopped (alive, silent): rank 0 waits in a collective that never
     completes, until the stall guard ends the run and saves what ran."""
-    run = _fault_run(tiny_family, tmp_path / "sessions", "--stall-timeout", "4")
-    run.wait_for("specdeck: running plain")
-    time.sleep(DECODING_A_WHILE)
+    run = _fault_run(tiny_family, tmp_path / "sessions", "--stall-timeout", "2")
+    run.decode_a_while()
     stuck = run.rank_pid(1)
     os.kill(stuck, signal.SIGSTOP)
     started = time.monotonic()
@@ -305,14 +320,15 @@ def test_a_stuck_rank_cannot_hang_the_run(tiny_family, tmp_path) -> None:
         os.kill(stuck, signal.SIGKILL)  # mlx.launch would wait for it to stop forever
     status, stderr = run.finish()
     assert status == 1
-    assert 4 <= waited < 60
-    assert "no progress for 4 s" in stderr and "(partial)" in stderr, stderr[-3000:]
-    _partial_session(tmp_path / "sessions")
+    assert 2 <= waited < 60
+    assert "no progress for 2 s" in stderr and "(partial)" in stderr, stderr[-3000:]
+    _partial_session(tmp_path / "sessions", tiny_family["llama_target"])
 
 
 # -- sweeps and the playground's engine --------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_a_sweep_on_two_ranks_names_what_a_pass_costs_on_the_group(tiny_family,
                                                                     tmp_path) -> None:
     out = tmp_path / "sweep.json"
@@ -331,47 +347,53 @@ def test_a_sweep_on_two_ranks_names_what_a_pass_costs_on_the_group(tiny_family,
     assert run.stdout.count("specdeck sweep") == 1  # rank 0's table alone
 
 
+@pytest.mark.slow
 def test_the_playground_engine_runs_on_a_group(tiny_family) -> None:
+    """The playground's engine on two ranks, a hybrid pair split by tensor, several runs
+    on one launch: every strategy decodes what one process decodes (rewinding by replay,
+    as above); sampling, every rank drawing the same keys; a cancel."""
     from specdeck.hosts.engine import EventBatch, RunCommand, RunEnded
     from specdeck.hosts.group import GroupHost
 
     ended: queue.SimpleQueue = queue.SimpleQueue()
     tokens: dict[str, list[int]] = {}
+    rewinds: set[str] = set()
 
     def deliver(message) -> None:
         if isinstance(message, EventBatch):
             for name, event in message.batch:
                 tokens.setdefault(name, []).extend(getattr(event, "tokens", []))
+                rewinds.add(getattr(event, "rollback", "none"))
         elif isinstance(message, RunEnded):
             ended.put(message)
 
     spec = GroupSpec(shard="tensor", ranks=2)
-    strategies = ["plain", "draft"]
+    strategies = ["plain", "draft", "ngram", "mtp"]
+    target, draft = tiny_family["mtp_target"], tiny_family["hybrid_draft"]
     request = CompareRequest(
-        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
-        strategies=strategies, prompt=PROMPT, group=spec, warmup_tokens=0,
-        settings=DecodeSettings(max_tokens=16, stop_at_eos=False))
+        target=str(target), draft=str(draft), strategies=strategies, prompt=PROMPT,
+        group=spec, warmup_tokens=0, settings=DecodeSettings(max_tokens=12, stop_at_eos=False))
     host = GroupHost(deliver, spec)
     try:
         host.submit(RunCommand(1, request, save=False))
         first = ended.get(timeout=LAUNCH_TIMEOUT)
         assert first.run_id == 1 and first.error is None
-        assert tokens == one_process_tokens(tiny_family["llama_target"],
-                                            tiny_family["llama_draft"], strategies, 16)
+        assert tokens == one_process_tokens(target, draft, strategies, 12)
+        assert "captured" not in rewinds and "replay" in rewinds, rewinds
         launcher = host.pid
         tokens.clear()
         # The same ranks, models loaded; sampling at temperature 0.8, every rank drawing
         # the same keys: a rank that accepted differently would end the run with an error
         # (each strategy's tokens are compared across ranks at its end).
-        hot = replace(request, settings=replace(request.settings, sampling=Sampling(
-            temperature=0.8, seed=3)))
+        hot = replace(request, strategies=["plain", "draft"], settings=replace(
+            request.settings, sampling=Sampling(temperature=0.8, seed=3)))
         host.submit(RunCommand(2, hot, save=False))
         second = ended.get(timeout=LAUNCH_TIMEOUT)
         assert second.run_id == 2 and second.error is None and host.pid == launcher
-        assert len(tokens["plain"]) == len(tokens["draft"]) == 16
+        assert len(tokens["plain"]) == len(tokens["draft"]) == 12
         # Cancelled on rank 0 by the app: every rank stops after the same event.
         tokens.clear()
-        long = replace(request, settings=replace(request.settings, max_tokens=5000))
+        long = replace(hot, settings=replace(request.settings, max_tokens=5000))
         host.submit(RunCommand(3, long, save=False))
         deadline = time.monotonic() + LAUNCH_TIMEOUT
         while not tokens.get("plain") and time.monotonic() < deadline:
@@ -502,7 +524,7 @@ def test_the_memory_estimate_is_per_rank(tiny_family) -> None:
 def test_the_settings_dialog_edits_the_group_and_the_app_picks_its_engine() -> None:
     from specdeck.hosts.engine import ProcessHost
     from specdeck.hosts.group import GroupHost
-    from specdeck.tui.app import SpecdeckApp
+    from helpers.app import live_app
     from specdeck.tui.settings_screen import apply_form, form_values
 
     request = CompareRequest(target="t", strategies=["plain"], prompt="p")
@@ -522,7 +544,7 @@ def test_the_settings_dialog_edits_the_group_and_the_app_picks_its_engine() -> N
     assert apply_form(split, {**form_values(split), "shard": ""}).group is None
 
     # The app runs a group's comparisons on a GroupHost (started on the first run).
-    app = SpecdeckApp(replace(split, group=GroupSpec(shard="tensor", ranks=2)))
+    app = live_app(replace(split, group=GroupSpec(shard="tensor", ranks=2)), engine_process=True)
     assert isinstance(app._host, GroupHost) and app._host.pid is None
     app.request = request
     assert isinstance(app._engine(), ProcessHost)

@@ -14,8 +14,7 @@ import specdeck.hosts.engine as engine_host
 import specdeck.engines.runs.compare as compare
 from specdeck.hosts.engine import EventBatch, ProcessHost, RunCommand, RunEnded, ThreadHost
 from specdeck.sessions.session import load_session
-from specdeck.tui.app import SpecdeckApp
-from helpers.app import SIZE, make_request
+from helpers.app import SIZE, live_app, make_request
 from specdeck.testing.pilot import run_async, settle, until
 
 
@@ -27,7 +26,8 @@ def status(app) -> str:
 @run_async
 async def test_a_stopped_engine_is_reported_and_its_return_noticed(tiny_family, monkeypatch):
     monkeypatch.setattr(engine_host, "SILENT_AFTER_SECONDS", 1.5)
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000), save_sessions=False)
+    app = live_app(make_request(tiny_family, max_tokens=100_000), engine_process=True,
+                   save_sessions=False)
     toasts: list[str] = []
     app.notify = lambda message, **_: toasts.append(message)
     async with app.run_test(size=SIZE) as pilot:
@@ -50,7 +50,8 @@ async def test_a_stopped_engine_is_reported_and_its_return_noticed(tiny_family, 
 
 @run_async
 async def test_the_tokens_received_are_saved_when_the_engine_dies(tiny_family, tmp_path):
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000), sessions_dir=tmp_path)
+    app = live_app(make_request(tiny_family, max_tokens=100_000), engine_process=True,
+                   sessions_dir=tmp_path)
     toasts: list[str] = []
     app.notify = lambda message, **_: toasts.append(message)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -137,7 +138,7 @@ def test_a_run_that_raises_keeps_what_it_streamed(tiny_family, tmp_path, monkeyp
 async def test_a_save_that_misses_the_sessions_folder_is_said(tiny_family, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
-    app = SpecdeckApp(make_request(tiny_family), sessions_dir=blocker, in_process=True)
+    app = live_app(make_request(tiny_family), sessions_dir=blocker)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert app.phase == "measured"

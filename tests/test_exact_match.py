@@ -4,7 +4,6 @@ would have kept of the same drafts, without changing a single output token."""
 from __future__ import annotations
 
 import mlx.core as mx
-import numpy as np
 import pytest
 
 from specdeck.engines.runs.compare import encode_prompt, load_models
@@ -13,7 +12,7 @@ from specdeck.engines.models.demo import require_demo_models
 from specdeck.engines.core.events import Round, Trace
 from specdeck.engines.models.loading import ModelStore
 from specdeck.engines.core.requests import CompareRequest
-from specdeck.engines.decode.sampling import KeyStream, inverse_cdf, judge_drafts, leading_run
+from specdeck.engines.decode.sampling import inverse_cdf, leading_run
 from specdeck.engines.core.stats import compute_stats
 from specdeck.engines.decode.run import run_strategy
 from specdeck.prompts import get_prompt
@@ -34,38 +33,6 @@ def test_leading_run_counts_until_the_first_rejection() -> None:
     assert leading_run([True, True, False, True]) == 2
     assert leading_run([True, True]) == 2
     assert leading_run([False, True]) == 0
-
-
-def verdict_rates(p: list[float], q: list[float], rows: int = 4000) -> tuple[float, float]:
-    """Per-position pass rates of the real rule and of the exact-match rule, over
-    ``rows`` draft positions that all have target ``p`` and draft ``q``."""
-    keys = KeyStream(7)
-    target_lp = mx.log(mx.array([p] * (rows + 1)))
-    draft_lp = mx.log(mx.array([q] * rows))
-    drafts = mx.random.categorical(draft_lp, key=keys.next()).astype(mx.uint32)
-    verdict = judge_drafts(drafts, target_lp, draft_lp, Sampling(temperature=1.0), keys)
-    return (np.array(verdict.passed).mean(), np.array(verdict.exact_match).mean())
-
-
-@pytest.mark.parametrize("p,q", [
-    ([0.5, 0.5], [0.5, 0.5]),      # same distributions: min(1, p/q) always accepts
-    ([0.7, 0.2, 0.1], [0.2, 0.3, 0.5]),
-    ([0.9, 0.1], [0.9, 0.1]),
-])
-def test_hand_made_distributions_give_sum_min_against_sum_product(p, q) -> None:
-    """min(1, p/q) accepts with probability sum(min(p, q)); the target's own sample
-    equals the draft with probability sum(p q)."""
-    ours, theirs = verdict_rates(p, q)
-    assert ours == pytest.approx(sum(map(min, p, q)), abs=0.03)
-    assert theirs == pytest.approx(sum(a * b for a, b in zip(p, q)), abs=0.03)
-
-
-def test_greedy_rules_coincide_on_hand_made_distributions() -> None:
-    target_lp = mx.log(mx.array([[0.6, 0.4], [0.3, 0.7], [0.5, 0.5]]))
-    draft_lp = mx.log(mx.array([[0.9, 0.1], [0.9, 0.1]]))
-    verdict = judge_drafts(mx.array([0, 0], mx.uint32), target_lp, draft_lp, Sampling(),
-                           KeyStream(0))
-    assert verdict.exact_match.tolist() == verdict.passed.tolist() == [True, False]
 
 
 @pytest.fixture(scope="module")

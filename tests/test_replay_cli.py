@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import textwrap
 from pathlib import Path
 
 import jsonschema
@@ -21,7 +20,7 @@ from specdeck.engines.core.config import DecodeSettings
 from specdeck.cli import main
 from specdeck.sessions.diff import diff_sessions
 from specdeck.sessions.session import SCHEMA_PATH, build_document, load_session, save_document
-from helpers.sessions import MACHINE, config, document, plain_trace, sample_traces
+from helpers.sessions import MACHINE, NO_MLX, config, document, plain_trace, sample_traces
 from specdeck.safe_text.plain import printable
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -107,20 +106,6 @@ def test_replay_imports_no_mlx(recorded) -> None:
     assert "specdeck.sessions.session" in imported  # the listing works
     assert not {m for m in imported if m.split(".")[0] in HEAVY}
     assert printable(traces["plain"].text).strip() in result.stdout
-
-
-NO_MLX = textwrap.dedent(
-    """
-    import importlib.abc, sys
-    class NoMlx(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] in ("mlx", "mlx_lm", "optiq"):
-                raise ModuleNotFoundError(f"No module named {name!r}")
-    sys.meta_path.insert(0, NoMlx())
-    from specdeck.cli import main
-    sys.exit(main(sys.argv[1:]))
-    """
-)
 
 
 def test_replay_and_diff_work_where_mlx_is_not_installed(recorded) -> None:

@@ -19,14 +19,13 @@ from specdeck.engines.core.config import AUTO, DecodeSettings
 from specdeck.engines.core.events import Done, Round, Trace
 from specdeck.engines.core.stats import compute_stats
 from specdeck.sessions.playback import Schedule
-from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.session_browser import SessionBrowser
 from specdeck.safe_text.plain import printable
 from specdeck.testing.pilot import run_async, screen_text, settle
-from helpers.app import SIZE, make_request
+from helpers.app import SIZE, live_app, make_request
 
 
 class GatedClock:
@@ -65,7 +64,7 @@ def shown_trace(pane) -> Trace:
 
 @run_async
 async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
-    app = SpecdeckApp(make_request(tiny_family, strategies=("plain", "draft", "ngram")))
+    app = live_app(make_request(tiny_family, strategies=("plain", "draft", "ngram")))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert app.phase == "measured"
@@ -103,7 +102,7 @@ async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_
     from tokenizers import Tokenizer
 
     before = engine_processes()
-    app = SpecdeckApp(make_request(tiny_family))
+    app = live_app(make_request(tiny_family), engine_process=True)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         (pid,) = engine_processes() - before
@@ -127,7 +126,7 @@ async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_
 @run_async
 async def test_an_engine_process_that_dies_ends_its_run_with_an_error(tiny_family):
     before = engine_processes()
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000))
+    app = live_app(make_request(tiny_family, max_tokens=100_000), engine_process=True)
     async with app.run_test(size=SIZE) as pilot:
         for _ in range(600):  # until the first strategy streams
             if app.phase == "running":
@@ -150,7 +149,8 @@ async def test_an_engine_process_that_dies_ends_its_run_with_an_error(tiny_famil
 async def test_quitting_mid_run_keeps_what_the_engine_measured(tiny_family, tmp_path):
     from specdeck.sessions.session import load_session
 
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=100_000), sessions_dir=tmp_path)
+    app = live_app(make_request(tiny_family, max_tokens=100_000), engine_process=True,
+                   sessions_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         for _ in range(600):
             if app.phase == "running":
@@ -166,7 +166,7 @@ async def test_quitting_mid_run_keeps_what_the_engine_measured(tiny_family, tmp_
 @run_async
 async def test_pause_step_inspect_and_hide_rejected(tiny_family):
     clock = GatedClock(open_calls=60)
-    app = SpecdeckApp(make_request(tiny_family), clock=clock, in_process=True)
+    app = live_app(make_request(tiny_family), clock=clock)
     async with app.run_test(size=SIZE) as pilot:
         await clock.wait_blocked()
         await pilot.press("space")
@@ -211,7 +211,7 @@ async def test_pause_step_inspect_and_hide_rejected(tiny_family):
 @run_async
 async def test_a_paused_run_that_ends_says_paused_in_its_borders_and_status(tiny_family):
     clock = GatedClock(open_calls=60)
-    app = SpecdeckApp(make_request(tiny_family), clock=clock, in_process=True)
+    app = live_app(make_request(tiny_family), clock=clock)
     async with app.run_test(size=(80, 24)) as pilot:
         await clock.wait_blocked()
         await pilot.press("space")
@@ -222,9 +222,10 @@ async def test_a_paused_run_that_ends_says_paused_in_its_borders_and_status(tiny
         held = [p for p in app.panes if not p.complete]
         assert held and {p.status for p in held} == {"paused · space: resume"}
         # A measured run's message, saved path and all, needs more than two lines at 80
-        # columns: it is cut, never the flags, which stay whole on one line.
+        # columns: its brief is shown instead (the path goes to a toast), never cut
+        # flags, which stay whole on one line.
         status = str(app.query_one("#status").render())
-        assert "…" in status and "saved" in app.status_text
+        assert status.startswith("measured · ") and "saved" in app.status_text
         flags = [line for line in screen_text(app).splitlines() if "[race 1x · PAUSED" in line]
         assert len(flags) == 1 and flags[0].rstrip().endswith("]")
         await pilot.press("space")
@@ -234,7 +235,7 @@ async def test_a_paused_run_that_ends_says_paused_in_its_borders_and_status(tiny
 @run_async
 async def test_cancel_stops_at_once_and_drops_late_events(tiny_family):
     clock = GatedClock(open_calls=60)
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock, in_process=True)
+    app = live_app(make_request(tiny_family, max_tokens=200), clock=clock)
     async with app.run_test(size=SIZE) as pilot:
         await clock.wait_blocked()
         await pilot.pause()
@@ -252,7 +253,7 @@ async def test_cancel_stops_at_once_and_drops_late_events(tiny_family):
 @run_async
 async def test_escape_never_cancels_and_c_says_where_the_partial_run_went(tiny_family, tmp_path):
     clock = GatedClock(open_calls=60)
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock, in_process=True,
+    app = live_app(make_request(tiny_family, max_tokens=200), clock=clock,
                       sessions_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await clock.wait_blocked()
@@ -270,7 +271,7 @@ async def test_escape_never_cancels_and_c_says_where_the_partial_run_went(tiny_f
 @run_async
 async def test_a_live_race_says_r_measures_again(tiny_family):
     now = [0.0]
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), wall_clock=lambda: now[0],
+    app = live_app(make_request(tiny_family, max_tokens=8), wall_clock=lambda: now[0],
                       save_sessions=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -285,7 +286,7 @@ async def test_a_live_race_says_r_measures_again(tiny_family):
 
 @run_async
 async def test_restart_and_change_k(tiny_family):
-    app = SpecdeckApp(make_request(tiny_family, k=2))
+    app = live_app(make_request(tiny_family, k=2))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         first = app.pane("draft").view.text()
@@ -307,7 +308,7 @@ async def test_restart_and_change_k(tiny_family):
 
 @run_async
 async def test_settings_dialog_applies_and_reports_errors(tiny_family):
-    app = SpecdeckApp(make_request(tiny_family, k=2))
+    app = live_app(make_request(tiny_family, k=2))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("s")
@@ -340,7 +341,7 @@ async def test_settings_dialog_applies_and_reports_errors(tiny_family):
 @run_async
 async def test_race_replays_in_sync_from_each_start(tiny_family):
     now = [0.0]
-    app = SpecdeckApp(make_request(tiny_family), wall_clock=lambda: now[0])
+    app = live_app(make_request(tiny_family), wall_clock=lambda: now[0])
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         traces = {p.strategy: Trace(p.strategy, list(p.events)) for p in app.panes}
@@ -379,7 +380,7 @@ async def test_race_replays_in_sync_from_each_start(tiny_family):
 @run_async
 async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family):
     # Three panes side by side would be 30 columns each: they stack instead.
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8,
+    app = live_app(make_request(tiny_family, max_tokens=8,
                                    strategies=("plain", "draft", "ngram")))
     async with app.run_test(size=(90, 50)) as pilot:
         await settle(app, pilot)
@@ -392,7 +393,7 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family)
         assert {"specdeck.restart", "specdeck.cancel", "specdeck.step"} <= keys
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
-    two = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    two = live_app(make_request(tiny_family, max_tokens=8))
     async with two.run_test(size=(80, 40)) as pilot:  # two panes of 40 columns fit
         await settle(two, pilot)
         assert two.pane("draft").region.x > two.pane("plain").region.x  # side by side
@@ -402,7 +403,7 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family)
 async def test_model_error_is_shown_not_raised(tiny_family, tmp_path):
     request = make_request(tiny_family)
     request.target = str(tmp_path / "missing")
-    app = SpecdeckApp(request)
+    app = live_app(request)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         assert app.phase == "failed"
@@ -415,7 +416,7 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
     """Like `specdeck compare`, the app saves each measured run; a cancelled one as partial."""
     from specdeck.sessions.session import load_session
 
-    app = SpecdeckApp(make_request(tiny_family), sessions_dir=tmp_path)
+    app = live_app(make_request(tiny_family), sessions_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         saved = sorted(tmp_path.glob("*.json"))
@@ -434,7 +435,7 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
 
     clock = GatedClock(open_calls=60)
     cancelled_dir = tmp_path / "cancelled"
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=200), clock=clock, in_process=True,
+    app = live_app(make_request(tiny_family, max_tokens=200), clock=clock,
                       sessions_dir=cancelled_dir)
     async with app.run_test(size=SIZE) as pilot:
         await clock.wait_blocked()
@@ -444,22 +445,25 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
     (partial,) = cancelled_dir.glob("*.json")
     assert load_session(partial).partial and partial.name.endswith("_partial.json")
 
-    app = SpecdeckApp(make_request(tiny_family), sessions_dir=tmp_path / "off",
+    app = live_app(make_request(tiny_family), sessions_dir=tmp_path / "off",
                       save_sessions=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
     assert not (tmp_path / "off").exists()
 
 
+@pytest.mark.parametrize("blas", ["OpenBLAS", "no OpenBLAS"])
 @run_async
-async def test_where_a_run_was_saved_is_said_whole_at_any_width(tiny_family, tmp_path):
+async def test_where_a_run_was_saved_is_said_whole_at_any_width(tiny_family, tmp_path,
+                                                                monkeypatch, blas):
     """The status line says where a measured run was saved; at 80 columns its two lines
     cut that path off the end, so a notification says it instead (at 200, none: the
     path shows whole, though the line is not always whole). Under 30 rows the line says
-    its brief, in one row: four panes fill 80x24 to the row."""
+    its brief, in one row: four panes fill 80x24 to the row, whichever BLAS it names."""
+    monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libopenblas.so.0" if blas == "OpenBLAS" else "")
     for width, rows, cut in ((80, 30, True), (200, 30, False), (80, 24, True)):
         folder = tmp_path / f"sessions saved at {width}x{rows}"
-        app = SpecdeckApp(make_request(tiny_family, max_tokens=8), sessions_dir=folder)
+        app = live_app(make_request(tiny_family, max_tokens=8), sessions_dir=folder)
         async with app.run_test(size=(width, rows)) as pilot:
             await settle(app, pilot)
             (path,) = folder.glob("*.json")
@@ -471,7 +475,7 @@ async def test_where_a_run_was_saved_is_said_whole_at_any_width(tiny_family, tmp
             if rows < 30:
                 assert status.size.height == 1
                 assert shown.startswith("measured · plain timed twice, "), shown
-                assert " apart · g: race   [race 1x" in shown, shown
+                assert f" apart · g: race   [race 1x · {blas}]" in shown, shown
 
 
 @run_async
@@ -479,7 +483,7 @@ async def test_the_fetch_hint_leads_the_status_line_but_not_a_race(tiny_family):
     """Bare `specdeck` on the toy family says how to get a real model, in the status line
     (first, so that 80 columns still show it); a race needs the room and drops it."""
     hint = "toy models; a real one: specdeck fetch smollm2"
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), hint=hint)
+    app = live_app(make_request(tiny_family, max_tokens=8), hint=hint)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         status = str(app.query_one("#status").render())
@@ -487,7 +491,7 @@ async def test_the_fetch_hint_leads_the_status_line_but_not_a_race(tiny_family):
         await pilot.press("g")
         await pilot.pause()
         assert not str(app.query_one("#status").render()).startswith(hint)
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    app = live_app(make_request(tiny_family, max_tokens=8))
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         assert str(app.query_one("#status").render()).startswith("measured")
@@ -500,7 +504,7 @@ async def test_the_footer_shows_only_keys_that_fit_whole(tiny_family):
     shows them again when the terminal widens. Paired keys share a label."""
     from textual.widgets._footer import FooterKey
 
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8))
+    app = live_app(make_request(tiny_family, max_tokens=8))
 
     def footer_line() -> str:
         return screen_text(app).splitlines()[-1]
@@ -513,7 +517,7 @@ async def test_the_footer_shows_only_keys_that_fit_whole(tiny_family):
         assert all(k.region.right <= footer.region.right for k in shown)
         line = footer_line()
         assert line.lstrip().startswith("? Help") and "Step/back" in line
-        assert "Quit" not in line and "^p palette" in line
+        assert "q Quit" in line and "^p palette" in line  # Quit keeps its room
         assert all(k.description in line for k in shown)
         await pilot.resize_terminal(220, 60)
         await pilot.pause()

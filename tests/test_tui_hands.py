@@ -32,7 +32,7 @@ from specdeck.tui.token_view import REJECTED_NEWLINE, TokenView
 from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.testing.traces import demo_traces
 from helpers.sessions import document, sample_traces, sweep_document
-from helpers.app import inside, raced, replay_of, shows
+from helpers.app import inside, live_app, raced, replay_of, shows
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = ROOT / "sessions" / "examples"
@@ -52,7 +52,7 @@ def live_request(family, strategies=("plain", "draft"), max_tokens: int = 12) ->
 
 @run_async
 async def test_every_key_works_after_the_settings_change_the_strategies(tiny_family):
-    app = SpecdeckApp(live_request(tiny_family), save_sessions=False)
+    app = live_app(live_request(tiny_family), save_sessions=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         await pilot.press("s")
@@ -237,7 +237,7 @@ def test_every_picker_column_has_a_heading():
 @run_async
 async def test_at_80x24_settings_scroll_and_say_what_is_wrong_help_scrolls_footer_shows_help(
         tiny_family):
-    app = SpecdeckApp(live_request(tiny_family), save_sessions=False)
+    app = live_app(live_request(tiny_family), save_sessions=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         assert "? Help" in screen_text(app).splitlines()[-1]
@@ -282,7 +282,7 @@ async def test_settings_open_at_their_title_with_the_model_paths_whole(tiny_fami
     a row of its own: 60 characters of a model path read from 160 columns (it was cut
     to 4), 30 at 80."""
     for size in ((80, 24), (160, 45), (220, 60)):
-        app = SpecdeckApp(live_request(tiny_family), save_sessions=False)
+        app = live_app(live_request(tiny_family), save_sessions=False)
         async with app.run_test(size=size) as pilot:
             await settle(app, pilot)
             await pilot.press("s")

@@ -27,9 +27,11 @@ from specdeck.sessions.chart import speedup_chart_svg
 from specdeck.tui.speedup_chart import AUTO_LEVEL, BREAK_EVEN, plot_speedups
 from specdeck.tui.sweep_view import SweepApp
 from helpers.sessions import document, sample_traces, sweep_document
-from specdeck.testing.pilot import run_async, screen_text, settle
+from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.testing.traces import demo_traces
-from helpers.app import ROOT, SettingsHost, compare_request, open_picker, picker_rows
+from helpers.app import (
+    ROOT, SettingsHost, compare_request, live_app, open_picker, picker_rows,
+)
 
 
 # --- the model picker -----------------------------------------------------------------
@@ -70,19 +72,24 @@ async def test_every_picker_column_stands_under_its_heading(catalog, monkeypatch
     # that (a loaded machine) once left the heading at the labels' widths for good,
     # askew over the rows. Every test run draws that frame.
     measure = DataTable._on_idle
+    measured: list[DataTable] = []
 
     async def late_measure(table: DataTable, event) -> None:
-        if table.row_count and table._require_update_dimensions:
+        late = table.row_count and table._require_update_dimensions
+        if late:
             table.refresh()
             await asyncio.sleep(0.3)
         await measure(table, event)
+        if late:
+            measured.append(table)
 
     monkeypatch.setattr(DataTable, "_on_idle", late_measure)
     app = SettingsHost(compare_request(catalog["target"].path))
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()
         await open_picker(app, pilot, "draft")
-        await pilot.pause(0.6)
+        await until(pilot, lambda: bool(measured))
+        await pilot.pause()
         rows = screen_text(app).splitlines()
         heading = next(row for row in rows if " fit " in row and " model " in row)
         first = next(row for row in rows if "draft-1m" in row)
@@ -170,7 +177,7 @@ async def test_a_live_run_shows_the_estimate_it_made(tiny_family):
         strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
         settings=DecodeSettings(max_tokens=8, stop_at_eos=False, alternatives=5),
     )
-    app = SpecdeckApp(request)
+    app = live_app(request)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(app, pilot)
         assert app.phase == "measured"
@@ -464,7 +471,8 @@ async def test_picking_a_family_target_fills_its_draft(tiny_family, tmp_path, mo
 
     # The families and the settings' folders only: not this machine's Hugging Face cache.
     monkeypatch.setattr(model_picker, "find_models",
-                        lambda dirs=(), cache_dir=None, hub=True: catalog.find_models(dirs, hub=False))
+                        lambda dirs=(), cache_dir=None, hub=True, on_problem=None:
+                        catalog.find_models(dirs, hub=False, on_problem=on_problem))
     app = SettingsHost(compare_request(tiny_family["hybrid_target"]))
     async with app.run_test(size=(160, 50)) as pilot:
         await pilot.pause()

@@ -16,7 +16,9 @@ from textual.widgets import DataTable, Input, Label, Static
 
 from specdeck.sessions.session import save_document
 from helpers.sessions import document, make_trace, plain_trace, sample_traces
-from specdeck.tui.app import LiveSource, ReplaySource, SpecdeckApp
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import LiveSource, ReplaySource
+from helpers.app import live_app
 from specdeck.tui.diff_screen import DiffScreen, TokenDiff, inline_diff
 from specdeck.tui.session_browser import ConfirmDialog, RenameDialog, SessionBrowser
 from specdeck.tui.settings_screen import SettingsScreen
@@ -291,7 +293,7 @@ async def test_a_live_app_opens_a_session_and_goes_back_to_live_runs(sessions, t
     # A target that is not there: the live run fails at once, without loading a model.
     request = CompareRequest(target=str(tmp_path / "no-model"), strategies=["plain", "ngram"],
                              prompt="hi", settings=DecodeSettings(max_tokens=4))
-    app = SpecdeckApp(request, wall_clock=lambda: 0.0)
+    app = live_app(request, wall_clock=lambda: 0.0)
     notes: list[str] = []
     app.notify = lambda message, **_: notes.append(message)
     async with app.run_test(size=SIZE) as pilot:

@@ -5,8 +5,10 @@ the target's decoder, read by a worker, arrives as a message."""
 from __future__ import annotations
 
 from specdeck.hosts.engine import TargetLoaded
-from specdeck.tui.app import Phase, ReplaySource, SpecdeckApp, pieces_by_token
-from specdeck.testing.pilot import run_async
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import Phase, ReplaySource, pieces_by_token
+from specdeck.testing.pilot import run_async, until
+from specdeck.tui.racing import RACE_FPS
 from specdeck.testing.traces import demo_traces
 
 SIZE = (160, 48)
@@ -44,14 +46,16 @@ async def test_keys_change_state_and_the_watchers_follow():
         await pilot.press("space", "c")  # unpause, then stop the race
         assert app.phase is Phase.RACED and not app.paused and "PAUSED" not in status(app)
         shown = {pane.strategy: pane.shown for pane in app.panes}
-        clock.now += 10.0  # the race was left: its timer no longer moves the panes
-        await pilot.pause(0.2)
+        clock.now += 10.0  # the race was left: its timer no longer moves the panes...
+        ticks: list[int] = []
+        app.set_interval(1 / RACE_FPS, lambda: ticks.append(1))
+        await until(pilot, lambda: len(ticks) >= 3)  # ...though it had time to, thrice
         assert {pane.strategy: pane.shown for pane in app.panes} == shown
         await pilot.press("r")  # a replay restarts its race
         assert app.phase is Phase.RACING
         clock.now += 60.0
-        await pilot.pause(0.2)
-        assert app.phase is Phase.RACED and all(pane.complete for pane in app.panes)
+        await until(pilot, lambda: app.phase is Phase.RACED)
+        assert all(pane.complete for pane in app.panes)
         assert status(app).startswith("race finished")
 
 

@@ -27,6 +27,7 @@ from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector, describe_rollback
 from specdeck.tui.jump_screen import JumpScreen
 from specdeck.tui.legend import Legend
+from helpers.app import live_app
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 
@@ -204,7 +205,7 @@ async def test_the_inspector_never_shows_a_round_of_an_earlier_run():
         await pilot.press("i")
         inspector = app.query_one(RoundInspector)
         assert inspector.shown[1] is not None
-        await pilot.press("space", "g")  # race again, paused at t = 0: no round shown
+        await pilot.press("space", "g")  # race again: at t = 0 (a still clock) no round shown
         await pilot.pause()
         assert inspector.shown == ("draft", None)
         assert verdict_text(app).startswith("draft: no round shown yet · n: step one round")
@@ -218,7 +219,7 @@ async def test_a_new_live_run_clears_the_inspector(tiny_family):
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
         strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
         settings=DecodeSettings(max_tokens=12, num_draft_tokens=2, stop_at_eos=False))
-    app = SpecdeckApp(request)
+    app = live_app(request)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         await pilot.press("i")
@@ -240,7 +241,7 @@ async def test_repeats_show_the_median_run_and_the_spread(tiny_family, tmp_path)
         target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
         strategies=["plain", "draft"], prompt="def add(a, b):\n    return", warmup_tokens=0,
         repeats=3, settings=DecodeSettings(max_tokens=12, stop_at_eos=False))
-    app = SpecdeckApp(request, sessions_dir=tmp_path)
+    app = live_app(request, sessions_dir=tmp_path)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         draft = app.pane("draft")

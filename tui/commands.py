@@ -50,10 +50,12 @@ class SpecdeckCommands(Provider):
         """What the palette offers on the screen it was opened from."""
         seen: set[tuple[int, str]] = set()
         app = self.specdeck
-        # The app's own first; a binding without a help line (Textual's focus keys, a
-        # pane's scrolling keys) is no command.
+        # The app's own first, specdeck's before Textual's for the same action (q before
+        # ctrl+q); a binding without a help line (Textual's focus keys, a pane's
+        # scrolling keys) is no command.
         bindings = sorted(self.screen.active_bindings.values(),
-                          key=lambda active: active.node is not app)
+                          key=lambda active: (active.node is not app, not (
+                              active.binding.id or "").startswith("specdeck.")))
         for active in bindings:
             binding = active.binding
             where = (id(active.node), binding.action)

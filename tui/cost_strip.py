@@ -9,6 +9,7 @@ and how far two timings of it were apart (the noise a speedup must beat).
 
 from __future__ import annotations
 
+from rich.cells import cell_len
 from rich.text import Text
 from textual.widget import Widget
 
@@ -17,17 +18,28 @@ from specdeck.engines.core.formatting import MISSING, duration, percent, times
 from specdeck.engines.core.stats import (
     Stats, cost_model, plain_step_seconds, speedup, speedup_noise, spread, within_noise,
 )
+from specdeck.tui.stats_strip import SEPARATOR, Figure, pack_figures
 
 #: From this many columns the strip says it in words; below ``SHORT`` in the fewest.
 WIDE, SHORT = 64, 46
 
 
-def runs_note(runs: list[float], is_baseline: bool, repeats: int) -> str:
-    """How a strategy's timed runs spread ('' when it ran once)."""
-    if len(runs) < 2:
-        return ""
-    how = "timed twice" if is_baseline and repeats == 1 else f"median of {len(runs)}"
-    return f"{how}: {percent(spread(runs))} apart"
+def baseline_text(step: float | None, runs: list[float], repeats: int, width: int) -> str:
+    """Under plain's pane: the step every cost is counted in and how far its timed runs
+    were apart, in the fewest words where the most do not fit, each figure whole (a
+    figure that does not fit is left out, never its number)."""
+    apart = f"{percent(spread(runs))} apart" if len(runs) > 1 else ""
+    how = "timed twice" if repeats == 1 else f"median of {len(runs)}"
+    for unit, note in ((f"plain step = {duration(step)} (the unit of every cost)",
+                        f"{how}: {apart}"),
+                       (f"plain step = {duration(step)}", f"{how}: {apart}"),
+                       (f"step {duration(step)}", f"{len(runs)} runs {apart}")):
+        figures = [Figure(text, cell_len(text)) for text, shown in
+                   ((unit, step), (note, apart)) if shown]
+        packed = pack_figures(figures, width, max_lines=1)
+        if packed and packed[0] == SEPARATOR.join(f.text for f in figures):
+            return packed[0]
+    return packed[0] if packed else ""
 
 
 def cost_text(stats: Stats, model: CostModel | None, measured: float | None,
@@ -95,9 +107,5 @@ class CostStrip(Widget):
             return Text()
         _, model, measured, noise, runs, step, repeats = self._parts
         if self.is_baseline:
-            note = runs_note(list(runs), True, repeats)
-            unit = f"plain step = {duration(step)}" if step else ""
-            if unit and self.size.width >= WIDE:
-                unit += " (the unit of every cost)"
-            return Text(" · ".join(part for part in (unit, note) if part))
+            return Text(baseline_text(step, list(runs), repeats, self.size.width))
         return Text(cost_text(self._stats, model, measured, noise, self.size.width))

@@ -80,7 +80,10 @@ def position_words(model: CostModel, chosen: bool = False) -> str:
     elif model.k == 1:
         text += f" (only one position was measured: {deeper} to see past it)"
     alone = drafting_speed(model, best)
-    if alone < 1.0:
+    if alone < 1.0 and times(alone) == times(1.0):  # slower, by less than it shows
+        text += (f". Its rounds run no faster than plain steps ({times(alone)}): no k "
+                 "gains here")
+    elif alone < 1.0:
         text += (f". Even so its rounds run {times(alone)} plain: no k pays here, plain "
                  "steps (k = 0) are faster")
     return text + "."

@@ -10,6 +10,7 @@ side with its ratio. Deleted and inserted tokens are component classes (``diff--
 
 from __future__ import annotations
 
+from rich.console import Group
 from rich.table import Column, Table
 from rich.text import Text
 from textual.app import ComposeResult
@@ -21,7 +22,7 @@ from textual.widgets import Static
 
 from specdeck.engines.core.events import Trace
 from specdeck.engines.core.formatting import plural, setting_text, stats_table
-from specdeck.sessions.diff import DiffReport, PaneDiff
+from specdeck.sessions.diff import DiffReport, PaneDiff, shown_changes
 from specdeck.safe_text.rich_text import literal
 from specdeck.safe_text.plain import printable
 from specdeck.tui.fitting_footer import FittingFooter
@@ -116,8 +117,6 @@ LEGEND = [("diff: ", "equal"), ("[-deleted from a-]", "deleted"), ("  ", "equal"
           (" ⋯ equal tokens left out ⋯ ", "elided")]
 
 
-
-
 def stats_grid(pane: PaneDiff) -> Table:
     """Every statistic of the pair side by side with its ratio, as ``specdeck diff``
     prints them (``engines.formatting.stats_table``)."""
@@ -128,16 +127,19 @@ def stats_grid(pane: PaneDiff) -> Table:
     return table
 
 
-def changes_table(report: DiffReport) -> Table:
+def changes_table(report: DiffReport) -> Group:
+    """What a person set that differs first, then the machine; the values worked out
+    from them (memory estimates...) in one line under it."""
+    shown, folded = shown_changes(report.changes)
     table = Table(title="settings and machine that differ", title_justify="left")
     table.add_column("")
     table.add_column("a", overflow="fold")
     table.add_column("b", overflow="fold")
-    for change in report.changes:
+    for change in shown:
         table.add_row(literal(change.path, one_line=True),
                       literal(setting_text(change.path, change.a, 48)),
                       literal(setting_text(change.path, change.b, 48)))
-    return table
+    return Group(*([table] if shown else []), *([Text(folded)] if folded else []))
 
 
 class DiffScreen(ModalScreen[None]):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.events import Resize
 from textual.widgets import Footer
-from textual.widgets._footer import FooterKey, FooterLabel
+from textual.widgets._footer import FooterLabel
 
 
 #: Seconds between looks at a footer whose keys are not laid out yet, and how many.
@@ -13,8 +13,12 @@ LAYOUT_WAIT, LAYOUT_WAITS = 0.05, 40
 
 class FittingFooter(Footer):
     """A footer that leaves out, from the end, the keys its width cannot show whole
-    (Textual's cuts the last one mid-word: "x Rejecte"). The bindings come in order of
-    use, ``?`` first, and the help screen lists every key."""
+    (Textual's cuts the last one mid-word: "x Rejecte"), but for the actions in
+    ``ALWAYS`` (Quit), whose room is kept. The bindings come in order of use, ``?``
+    first, and the help screen lists every key."""
+
+    #: Actions shown whatever the width: a person must always see how to leave.
+    ALWAYS = frozenset({"quit"})
 
     _waits = 0
 
@@ -29,7 +33,7 @@ class FittingFooter(Footer):
 
     def _fit(self) -> None:
         children = list(self.children)
-        if not all(c.virtual_region.width for c in children if isinstance(c, FooterKey)):
+        if not all(c.virtual_region.width for c in children):  # keys, groups and labels
             # Not laid out yet: composed anew under a screen pushed over this one (the
             # keys of a modal's bindings), where a fit now found every key at 0 and
             # showed them all, the last cut ("x Reje"). Fitted once they are (a screen
@@ -49,8 +53,19 @@ class FittingFooter(Footer):
                 units[-1].append(child)
             else:
                 units.append([child])
-        fits = True
-        for unit in units:  # laid out whole: where each ends, margins included
-            fits = fits and max(c.virtual_region_with_margin.right for c in unit) <= room
+        kept = [unit for unit in units
+                if any(getattr(c, "action", None) in self.ALWAYS for c in unit)]
+        room -= sum(_width(unit) for unit in kept)
+        used, fits = 0, True
+        for unit in units:  # laid out whole: each unit's width, margins included
+            if unit not in kept:
+                used += _width(unit)
+                fits = fits and used <= room
             for child in unit:
-                child.display = fits
+                child.display = fits or unit in kept
+
+
+def _width(unit: list) -> int:
+    """The columns a key (or a group's keys and label) takes, margins included."""
+    regions = [c.virtual_region_with_margin for c in unit]
+    return max(r.right for r in regions) - min(r.x for r in regions)

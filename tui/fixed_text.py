@@ -7,7 +7,8 @@ while a run is measured; their height rarely changes, so a repaint is enough. Gi
 then lays out the screen: a narrow status line shows its whole message. Where even
 ``max_lines`` are too few, the text is cut at a word with ``…``, and its ``tail`` (the
 status line's flags: PAUSED...) still shows, whole. A ``brief`` (the text in fewer words)
-is shown instead where it takes fewer lines: a line that grows pushes what is under it.
+is shown instead where it takes fewer lines (a line that grows pushes what is under it)
+or where the whole would be cut.
 """
 
 from __future__ import annotations
@@ -85,20 +86,23 @@ class FixedText(Widget):
         tail."""
         key = (self.text, self.tail, self.brief, width)
         if self._laid_out is None or self._laid_out[0] != key:
-            lines = self._cut(self.text, width)
-            if self.brief and len(lines) > 1:
-                lines = min(lines, self._cut(self.brief, width), key=len)
+            lines, whole = self._cut(self.text, width)
+            if self.brief and (len(lines) > 1 or not whole):
+                brief = self._cut(self.brief, width)[0]
+                if len(brief) < len(lines) or not whole and len(brief) == len(lines):
+                    lines = brief
             self._laid_out = key, lines
         return self._laid_out[1]
 
-    def _cut(self, text: str, width: int) -> list[str]:
+    def _cut(self, text: str, width: int) -> tuple[list[str], bool]:
+        """The lines ``text`` takes within ``max_lines``, and whether it shows whole."""
         words = printable(text).split(" ")
         for kept in range(len(words), -1, -1):
             shown = " ".join(words[:kept]) + ("…" if 0 < kept < len(words) else "")
             lines = self._wrap(shown, width)
             if len(lines) <= self.max_lines:
                 break
-        return lines
+        return lines, kept == len(words)
 
     def _wrap(self, text: str, width: int) -> list[str]:
         """``text`` wrapped at ``width``, the tail after it, whole."""

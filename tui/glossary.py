@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from rich.table import Table
 
+from specdeck.blas import INSTALL_OPENBLAS
+
 #: (term, what it means), in the order a learner meets them.
 GLOSSARY: tuple[tuple[str, str], ...] = (
     ("target token (plain)",
@@ -101,6 +103,11 @@ GLOSSARY: tuple[tuple[str, str], ...] = (
     ("pmin k",
      "llama.cpp's rule (--draft-p-min): each round drafts while the draft's top "
      "probability at the next position is at least P, up to 16 drafts."),
+    ("no OpenBLAS",
+     "On Linux, the status line's flag: matrix products go through the reference BLAS "
+     "mlx's CPU wheel carries, about 30x slower than OpenBLAS (a small model ran at 1.6-3 "
+     f"tok/s instead of 10). {INSTALL_OPENBLAS} installs it; specdeck loads it when it "
+     "starts."),
     ("mlx-lm rule",
      "Sampled runs (temperature > 0): what mlx-lm's exact-match rule would have kept of the "
      "same drafts. It keeps a draft only when the target's own sample equals it (about sum "

@@ -15,7 +15,8 @@ from textual.widgets import Static
 from specdeck.tui.glossary import glossary_table
 from specdeck.tui.fitting_footer import FittingFooter
 
-INTRO = (
+#: What the panes show, under the keys (what a person pressing ? looks for first).
+PANES = (
     "Strategies run one after another (each with the machine to itself, after a warm-up) "
     "and stream live. Press g to race them: all panes replay in sync from their own "
     "start, so what you see is their real relative speed (a race shorter than 8 s is "
@@ -52,7 +53,8 @@ def bindings_table(bindings: list[Binding]) -> Table:
 
 
 class HelpScreen(ModalScreen[None]):
-    """Keys and what the panes show; any of escape, q or ? closes it."""
+    """The keys first, then what the panes show, then the glossary; any of escape, q or ?
+    closes it."""
 
     AUTO_FOCUS = "#help-body"  # the keys scroll it at once
 
@@ -68,8 +70,10 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll(id="help-body"):
             yield Static("specdeck — keys (esc closes; arrows, page keys scroll)",
                          classes="dialog-title")
-            yield Static(INTRO, classes="help-intro")
             yield Static(bindings_table([*self.listed, *FOCUS_KEYS]))
-            yield Static("Glossary (w opens it alone)", classes="dialog-title help-glossary")
+            yield Static("What the panes show", classes="dialog-title help-section")
+            yield Static(PANES, classes="help-intro")
+            yield Static("Glossary (w opens it alone)",
+                         classes="dialog-title help-section help-glossary")
             yield Static(glossary_table())
         yield FittingFooter()

@@ -23,7 +23,8 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static
 
 from specdeck.engines.auto.explain import choice_words, guess_words
-from specdeck.engines.core.events import DRAFTER_WORDS, Round
+from specdeck.engines.core.events import Round
+from specdeck.engines.core.strategies import DRAFTERS
 from specdeck.engines.core.formatting import MISSING, plural
 from specdeck.safe_text.rich_text import literal
 from specdeck.safe_text.plain import marked
@@ -160,8 +161,8 @@ def verdict(strategy: str, event: Round, number: int, total: int) -> str:
     bought = plural(len(event.tokens), "token")
     lines = [f"{strategy} · round {number + 1} of {total} · {kept}{end} · {bought} this pass",
              describe_rollback(event)]
-    if strategy == "chain" and event.proposer in DRAFTER_WORDS:
-        lines[0] += f" · drafted by {DRAFTER_WORDS[event.proposer]}"
+    if strategy == "chain" and event.proposer in DRAFTERS:
+        lines[0] += f" · drafted by {DRAFTERS[event.proposer].words}"
     if event.uniforms is not None and event.exact_match_accepted is not None:
         lines.append(f"mlx-lm's rule would have kept {event.exact_match_accepted} of "
                      f"{drafted} here (the target's own sample must equal the draft)")

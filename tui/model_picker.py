@@ -14,8 +14,9 @@ nothing touches the network.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from rich.cells import cell_len
 from textual import on, work
@@ -29,7 +30,7 @@ from textual.widgets import Button, DataTable, Static
 from specdeck.engines.models.catalog import ModelInfo, describe_dir, find_models, suggest_drafts
 from specdeck.engines.measure.draft_ranking import DraftRanking, RankedDraft, load_ranking
 from specdeck.engines.core.errors import ModelError
-from specdeck.engines.models.families import family_roots, member_of
+from specdeck.engines.models.families import family_roots, named_by_family
 from specdeck.engines.core.formatting import byte_size, parameters_text, plural, quant_text, times
 from specdeck.safe_text.rich_text import literal
 
@@ -122,17 +123,12 @@ def catalog_dirs(fields: dict[str, str]) -> list[Path]:
     return dirs
 
 
-def list_models(fields: dict[str, str]) -> list[ModelInfo]:
+def list_models(fields: dict[str, str],
+                on_problem: Callable[[ModelError], None] | None = None) -> list[ModelInfo]:
     """``find_models`` over ``catalog_dirs`` and the cache, each model once; a family's
-    members named by family (``smollm2 target``), not by their folders' names."""
-    unique: list[ModelInfo] = []
-    for m in find_models(catalog_dirs(fields)):
-        member = member_of(m.path)
-        if member is not None:
-            m = replace(m, name=" ".join(member))
-        if not any(_same(m, u) for u in unique):
-            unique.append(m)
-    return unique
+    members named by family (``smollm2 target``), not by their folders' names. A folder
+    that cannot be listed raises ModelError, or goes to ``on_problem`` when given."""
+    return named_by_family(find_models(catalog_dirs(fields), on_problem=on_problem))
 
 
 def _row(choice: Choice) -> tuple[str, ...]:
@@ -189,13 +185,14 @@ class ModelPicker(ModalScreen["str | None"]):
     def _scan(self) -> None:
         """Worker thread: read the catalog (files only); a message, not a call, brings
         the rows back, so a picker closed meanwhile just drops them."""
-        ranking = None
+        ranking, skipped = None, []
         try:
-            models = list_models(self.fields)
+            models = list_models(self.fields, skipped.append)
             target = match_target(self.fields.get("target", ""), models)
             if self.role == "draft" and target is not None:
                 ranking = load_ranking(target.path)  # a cached file: no token computed
-            choices, error = rank_choices(self.role, models, target, ranking), None
+            choices = rank_choices(self.role, models, target, ranking)
+            error = "; ".join(map(str, skipped)) or None  # the others are still listed
         except ModelError as exc:
             choices, error = [], str(exc)
         self.post_message(self.Scanned(choices, error, ranking))

@@ -16,6 +16,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical
 from textual.message import Message
+from textual.widgets import Static
 
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Done, Event, Round
@@ -88,12 +89,14 @@ class StrategyPane(Vertical, can_focus=True):
         self.detail = detail
         self._status = ""
         self.status = "waiting"
+        self._note = ""
         #: Estimated peak bytes (``engines.memory``), shown next to the measured peak.
         self.memory_estimate: int | None = None
         #: Decode tok/s of each timed run, when the strategy was timed more than once.
         self.runs: list[float] = []
 
     def compose(self) -> ComposeResult:
+        yield Static(classes="pane-note")
         yield TokenView()
         yield StatsStrip(is_baseline=self.strategy == "plain")
         yield CostStrip(is_baseline=self.strategy == "plain")
@@ -155,6 +158,18 @@ class StrategyPane(Vertical, can_focus=True):
         if text != self._status:  # setting the subtitle re-lays out the screen
             self._status = text
             self.border_subtitle = literal(text, one_line=True, limit=STATUS_CHARS)
+
+    @property
+    def note(self) -> str:
+        """Why the strategy was not run (empty: it was, or will be), above the text."""
+        return self._note
+
+    @note.setter
+    def note(self, text: str) -> None:
+        self._note = text
+        note = self.query_one(".pane-note", Static)
+        note.update(literal(text))
+        note.set_class(bool(text), "-shown")
 
     @property
     def complete(self) -> bool:

@@ -331,8 +331,8 @@ class SessionBrowser(ModalScreen["Session | None"]):
 
     def _show_status(self) -> None:
         if self.marked is not None:
-            text = (f"diff {self.marked.name} with…: choose a session, then enter or f "
-                    "(the same one: its strategies against its first) · esc: unmark")
+            text = (f"diff {self.marked.name} with…: enter or f on another (on itself: its "
+                    "strategies against its first) · esc: unmark")
         else:
             examples = len(self.summaries) - self.own_count
             text = (f"{plural(self.own_count, 'session')}"

@@ -25,6 +25,7 @@ from specdeck.prompts import load_prompts
 from specdeck.tui.model_picker import ROLES, ModelPicker
 from specdeck.safe_text.tui import ControlPictures
 from specdeck.safe_text.plain import pictured
+from specdeck.tui.fields import Field, TextField
 from specdeck.tui.fitting_footer import FittingFooter
 
 #: Form fields: (id, label, how to read it).
@@ -157,6 +158,13 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
     BINDINGS = [
         Binding("escape", "dismiss(None)", "Cancel", id="settings.cancel"),
         Binding("ctrl+s", "apply", "Apply and restart", id="settings.apply"),
+        # Before the key reaches a field: the focus moves at once, so the keys typed
+        # after a tab in one burst go to the next field (Textual's own tab moves it
+        # only once the key has bubbled up, after those keys went to the old field).
+        Binding("tab", "app.focus_next", "Next field", show=False, priority=True,
+                id="settings.next"),
+        Binding("shift+tab", "app.focus_previous", "Previous field", show=False,
+                priority=True, id="settings.previous"),
     ]
 
     def __init__(self, request: CompareRequest,
@@ -167,11 +175,20 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
         self.prompts = load_prompts()
 
     def on_mount(self) -> None:
-        self.query_one("#prompt-picker", Select).focus(scroll_visible=False)
+        # At once (``focus`` waits a turn): keys typed right after the dialog opened
+        # go to the field, not to a dialog with nothing focused yet.
+        self.set_focus(self.query_one("#prompt-picker", Select), scroll_visible=False)
         # The form's first layout scrolls it to the prompt picker (the title and the
         # error line above it out of view, in a form taller than the screen): back to
-        # the top once it is laid out.
-        self.call_after_refresh(self.query_one(FormBody).scroll_home, animate=False)
+        # the top once it is laid out, or to the field keys typed at once went to.
+        self.call_after_refresh(self._first_view)
+
+    def _first_view(self) -> None:
+        body, focused = self.query_one(FormBody), self.focused
+        if focused is None or focused.id == "prompt-picker":
+            body.scroll_home(animate=False)
+        else:
+            body.scroll_to_widget(focused, animate=False)
 
     def compose(self) -> ComposeResult:
         values = form_values(self.request)
@@ -189,22 +206,22 @@ class SettingsScreen(ModalScreen[CompareRequest | None]):
             )
             # A TextArea sends its text to the terminal as it is: control characters
             # shown as pictures (the prompt stays as it was unless it is edited).
-            yield TextArea(pictured(values["prompt"]), id="prompt", soft_wrap=True)
+            yield TextField(pictured(values["prompt"]), id="prompt", soft_wrap=True)
             with Grid(id="settings-grid"):
                 for key in ROLES:  # model fields: typed, or picked from the catalog
                     yield Label(key.replace("_", " "))
                     with Horizontal(classes="model-field"):
-                        yield Input(values[key], id=key, highlighter=ControlPictures())
+                        yield Field(values[key], id=key, highlighter=ControlPictures())
                         yield Button("pick", id=f"pick-{key}", classes="pick-model")
                 yield Label("strategies")
-                yield Input(values["strategies"], id="strategies",
+                yield Field(values["strategies"], id="strategies",
                             highlighter=ControlPictures())
                 for key, label, _ in NUMBERS:
                     yield Label(label)
-                    yield Input(values[key], id=key, highlighter=ControlPictures())
+                    yield Field(values[key], id=key, highlighter=ControlPictures())
                 for key, label in GROUP_FIELDS:  # a target split over a group (mlx.launch)
                     yield Label(label)
-                    yield Input(values[key], id=key, highlighter=ControlPictures())
+                    yield Field(values[key], id=key, highlighter=ControlPictures())
             with Horizontal(id="settings-buttons"):
                 yield Button("Apply and restart", id="apply", variant="primary")
                 yield Button("Cancel", id="cancel")

@@ -55,6 +55,12 @@ def y_ticks(low: float, high: float, row_of) -> list[float]:
     return values
 
 
+def _tick(value: float) -> str:
+    """A y label in the ``_LABEL - 2`` columns it has (up to ``PLOTTED_SPEEDUPS``' 100):
+    2.25, 12.5, 100."""
+    return f"{value:.{max(0, _LABEL - 3 - len(str(int(value))))}f}"
+
+
 def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
                   height: int = 14, levels: dict[str, float] | None = None) -> TextChart:
     """Draw ``series`` (name -> (drafts, speedup) points) in a ``width`` x ``height`` plot
@@ -87,8 +93,7 @@ def plot_speedups(series: dict[str, list[tuple[int, float]]], width: int = 60,
             owners[r // 4][c // 2] = i
 
     even_row = row_of(1.0)
-    labels = {row_of(value): f"{value:.2f}"
-              for value in y_ticks(axes.y_lo, axes.y_hi, row_of)}
+    labels = {row_of(value): _tick(value) for value in y_ticks(axes.y_lo, axes.y_hi, row_of)}
     labels[even_row] = "1.00"
 
     lines = []

@@ -19,7 +19,7 @@ from specdeck.safe_text.rich_text import literal
 from specdeck.sessions.sweep_file import COLUMNS, Sweep, cell_row, why_lines
 from specdeck.safe_text.tui import LiteralNotify
 from specdeck.tui.speedup_chart import SpeedupChart
-from specdeck.tui.terminal import require_terminal
+from specdeck.tui.terminal import require_terminal, run_app_to_the_end
 from specdeck.safe_text.plain import visible
 from specdeck.tui.fitting_footer import FittingFooter
 
@@ -89,4 +89,4 @@ def run_sweep_view(sweep: Sweep) -> None:
     """Open a loaded sweep (``specdeck.sessions.sweep_file.load_sweep``) in the terminal (refused
     without one: ``require_terminal``)."""
     require_terminal()
-    SweepApp(sweep).run()
+    run_app_to_the_end(SweepApp(sweep))

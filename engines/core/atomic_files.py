@@ -1,5 +1,11 @@
 """Files written whole or not at all, and new names claimed without overwriting anything.
 
+A path a person names (``--json``, ``--chart``) may also be a stream: ``/dev/stdout``,
+``/dev/null``, a FIFO. ``write_atomic`` writes through to those, as every command-line
+tool does (a rename would replace the node with a regular file), and refuses a path that
+is neither a regular file, nor absent, nor such a stream (a directory, a block device, a
+socket).
+
 Both write the bytes to a temporary file beside the target (flushed to disk), then make it
 appear under its name in one step: ``write_atomic`` renames it over the target (a crash
 leaves the old file or the new one), ``write_new`` hard-links it to the first free name of
@@ -13,6 +19,8 @@ from __future__ import annotations
 import errno
 import os
 import re
+import stat
+import sys
 import tempfile
 import time
 from itertools import chain
@@ -121,13 +129,104 @@ def _unlink(path: str) -> None:
         pass
 
 
+#: Paths that name one of this process's open files (``/dev/stdout``, ``/dev/fd/3``):
+#: written to that descriptor, where the shell's redirection points.
+_OWN_DESCRIPTOR = re.compile(r"^/(?:dev/(?:fd/(\d+)|(stdout|stderr))|proc/self/fd/(\d+))$")
+_STREAMS = {"stdout": 1, "stderr": 2}
+
+
+class NotWritable(OSError):
+    """A path that is neither a regular file, nor absent, nor a stream to write through;
+    ``kind`` says what it is ("a directory")."""
+
+    def __init__(self, path: Path, kind: str) -> None:
+        super().__init__(errno.EINVAL, f"it is {kind}, not a file to write", str(path))
+        self.kind = kind
+
+
+def _own_descriptor(path: Path) -> int | None:
+    """The descriptor ``path`` names when it is one of this process's own streams."""
+    own = _OWN_DESCRIPTOR.match(os.path.normpath(os.path.abspath(path)))
+    if own is None:
+        return None
+    number, name, proc = own.groups()
+    return _STREAMS[name] if name else int(number or proc)
+
+
+def _stream_mode(path: Path) -> int | None:
+    """``path``'s mode when it exists and is not a regular file (None otherwise);
+    NotWritable when it is nothing to write to: a directory, a block device, a socket."""
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return None
+    if stat.S_ISREG(mode):
+        return None
+    if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):
+        kind = ("a directory" if stat.S_ISDIR(mode) else "a block device"
+                if stat.S_ISBLK(mode) else "a socket" if stat.S_ISSOCK(mode)
+                else "not a regular file")
+        raise NotWritable(path, kind)
+    return mode
+
+
+def check_writable(path: Path) -> None:
+    """NotWritable now, before a long run, for a path ``write_atomic`` would refuse."""
+    if _own_descriptor(path) is None:
+        try:
+            _stream_mode(path)
+        except NotWritable:
+            raise
+        except OSError:
+            pass  # a problem the write itself names (no permission to look, a loop)
+
+
+def is_stream(path: Path) -> bool:
+    """Whether ``write_atomic`` writes through to ``path`` (``/dev/stdout``, a FIFO, a
+    character device) rather than giving it a file."""
+    try:
+        return _own_descriptor(path) is not None or _stream_mode(path) is not None
+    except OSError:
+        return False
+
+
+def _write_through(path: Path, data: bytes) -> bool:
+    """Write ``data`` to the stream ``path`` names and return True; False when ``path``
+    is absent or a regular file (written atomically instead)."""
+    descriptor = _own_descriptor(path)
+    if descriptor is not None:
+        for stream in (sys.stdout, sys.stderr):  # what was printed comes first
+            if stream is not None and not stream.closed:
+                stream.flush()
+        _write_all(descriptor, data)
+        return True
+    if _stream_mode(path) is None:
+        return False
+    descriptor = os.open(path, os.O_WRONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        _write_all(descriptor, data)
+    finally:
+        os.close(descriptor)
+    return True
+
+
+def _write_all(descriptor: int, data: bytes) -> None:
+    view = memoryview(data)
+    while view:
+        view = view[os.write(descriptor, view):]
+
+
 def write_atomic(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` so that a crash leaves either the old file or the new.
 
     The bytes go to a temporary file in the same directory, are flushed to disk, and the
-    temporary file is renamed over ``path`` (atomic on POSIX and on Windows).
+    temporary file is renamed over ``path`` (atomic on POSIX and on Windows). A stream
+    (``/dev/stdout``, ``/dev/null``, a FIFO) is written through instead; a directory, a
+    block device or a socket is refused (NotWritable).
     """
     path = Path(path)
+    if _write_through(path, data):
+        return
     tmp = _temporary(path.parent, path.name, data)
     try:
         os.replace(tmp, path)

@@ -5,17 +5,11 @@ Plain dataclasses without mlx, so sessions can carry them to machines without it
 
 from __future__ import annotations
 
-import math
 from dataclasses import MISSING, asdict, dataclass, field, fields
 from typing import Any, Union
 
 from specdeck.engines.core.errors import SettingsError
-
-STRATEGIES = ("plain", "draft", "mtp", "ngram", "chain")
-#: Who drafts for each speculative strategy (``chain``: prompt lookup, then a draft
-#: model or, without one, an MTP head).
-DRAFTERS = {"draft": ("draft",), "mtp": ("mtp",), "ngram": ("ngram",),
-            "chain": ("ngram", "draft", "mtp")}
+from specdeck.engines.core.strategies import DRAFTERS, STRATEGIES
 
 #: Draft lengths a policy picks round by round (``engines.auto``) instead of a fixed k:
 #: ``-k auto`` (measured costs and acceptance), ``-k grow`` (transformers' schedule),
@@ -36,6 +30,12 @@ MAX_MTP_DEPTH = 8
 #: The target's top alternatives recorded per position: enough to explain a choice; each
 #: one is stored for every position of the session.
 MAX_ALTERNATIVES = 64
+#: Temperatures other than 0 (greedy) lie in this range. Sampling scales float32 log-
+#: probabilities by 1 / temperature: near 1e-39 that overflows (0 x inf: NaN
+#: probabilities, garbage tokens) and near 1e39 it vanishes (-inf x 0), while well
+#: inside it a temperature of 0.001 already samples like greedy decoding and 1000 like a
+#: uniform draw.
+TEMPERATURES = (1e-3, 1e3)
 #: Seeds are mlx's: unsigned 64-bit.
 SEEDS = range(2**64)
 
@@ -134,8 +134,10 @@ class Sampling:
         return _from_dict(cls, data)
 
     def validate(self) -> None:
-        if not 0.0 <= self.temperature < math.inf:
-            raise SettingsError(f"temperature must be a number >= 0 (got {self.temperature})")
+        low, high = TEMPERATURES
+        if not (self.temperature == 0.0 or low <= self.temperature <= high):
+            raise SettingsError(f"temperature must be 0 (greedy) or from {low:g} to {high:g} "
+                                f"(got {self.temperature})")
         if not 0.0 < self.top_p <= 1.0:
             raise SettingsError(f"top-p must be in (0, 1] (got {self.top_p})")
         if self.top_k < 0:
@@ -188,13 +190,13 @@ class DecodeSettings:
 
     def draft_count(self, drafter: str) -> DraftCount:
         """The setting of a drafter (``draft``, ``mtp``, ``ngram``): k or a policy."""
-        return {"draft": self.num_draft_tokens, "mtp": self.mtp_depth,
-                "ngram": self.ngram_k}[drafter]
+        return getattr(self, DRAFTERS[drafter].setting)
 
     def max_drafts(self, strategy: str) -> int:
         """The most drafts one round of ``strategy`` proposes (plain: none; a policy:
         the most it may choose; ``chain``: the most of its drafters')."""
-        return max((self._most(drafter) for drafter in DRAFTERS.get(strategy, ())), default=0)
+        drafters = STRATEGIES[strategy].drafters if strategy in STRATEGIES else ()
+        return max((self._most(drafter) for drafter in drafters), default=0)
 
     def _most(self, drafter: str) -> int:
         count = self.draft_count(drafter)

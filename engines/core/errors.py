@@ -16,3 +16,8 @@ class ModelError(Exception):
 class GroupError(ModelError):
     """A group of processes sharing a target cannot start or go on; the message says
     which rank and why (``engines.distributed``). Rank 0 alone prints it."""
+
+
+class AppCrashed(Exception):
+    """The app ended on an unhandled exception: Textual has printed it, and the command
+    exits non-zero (Textual's own ``run`` returns as if all went well)."""

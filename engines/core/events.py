@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal, Union
 
+from specdeck.engines.core.strategies import Drafter
+
 #: How the token that ends a round came to be.
 #: ``target``: plain decoding (no drafts); ``correction``: the target's token replacing the
 #: first rejected draft; ``bonus``: the target's extra token after every draft was accepted.
@@ -22,11 +24,6 @@ Rollback = Literal["none", "trim", "replay", "captured"]
 
 FinishReason = Literal["length", "stop", "cancelled", "error"]
 
-#: Who drafts: an external draft model, a model's own MTP head, or prompt lookup.
-Drafter = Literal["draft", "mtp", "ngram"]
-#: Each drafter as a sentence names it.
-DRAFTER_WORDS: dict[str, str] = {
-    "draft": "the draft model", "mtp": "the MTP head", "ngram": "prompt lookup"}
 
 
 @dataclass(slots=True)

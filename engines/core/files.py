@@ -50,6 +50,15 @@ def open_regular(path: str | os.PathLike) -> BinaryIO:
     return os.fdopen(fd, "rb")
 
 
+def check_regular(path: str | os.PathLike, limit: int | None = MAX_FILE_BYTES) -> None:
+    """What ``read_regular`` checks before reading a byte, for a file another program
+    will read: UnreadableFile unless ``path`` is a regular file within ``limit``."""
+    with open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
+    if limit is not None and size > limit:
+        raise TooLarge(_too_large(size, limit))
+
+
 def read_regular(path: str | os.PathLike, limit: int | None = MAX_FILE_BYTES) -> bytes:
     """The bytes of the regular file ``path``, at most ``limit`` of them (None: no limit).
 

@@ -10,22 +10,14 @@ import ipaddress
 import os
 from dataclasses import dataclass, field, replace
 
-from specdeck.engines.core.config import DTYPES, STRATEGIES, DecodeSettings, DraftCount, Sampling
+from specdeck.engines.core.config import DTYPES, DecodeSettings, DraftCount, Sampling
 from specdeck.engines.core.errors import SettingsError
-
-#: Strategies that need a draft model.
-NEEDS_DRAFT = {"draft"}
-#: Strategies that draft with the draft model when one is named.
-USES_DRAFT = {"draft", "chain"}
-
-
-def uses_mtp(strategies: list[str], draft: object) -> bool:
-    """Whether a comparison needs an MTP head: for the mtp strategy, or for chain with
-    no draft model to fall back on."""
-    return "mtp" in strategies or ("chain" in strategies and not draft)
+from specdeck.engines.core.strategies import STRATEGIES, SWEPT, names
 
 #: Timed repetitions of each strategy a comparison may ask for.
 MAX_REPEATS = 20
+#: Timed (and warm-up) runs of each cell a sweep may ask for.
+MAX_SWEEP_REPS = 100
 
 
 #: What ``mlx.launch`` sets in each process it starts: that process's rank in the group.
@@ -49,6 +41,9 @@ SHARD_MODES = ("tensor", "pipeline")
 #: The backends ``mlx.launch`` starts on Macs and Linux (``jaccl``: RDMA over
 #: Thunderbolt 5; ``mpi``: an MPI installation on every host; ``ring``: TCP sockets).
 BACKENDS = ("ring", "jaccl", "jaccl-ring", "mpi")
+#: The most processes a group may have: each holds a share of the target and listens on
+#: a port of its own; no group of Macs comes near it.
+MAX_RANKS = 256
 
 
 @dataclass(frozen=True)
@@ -78,8 +73,8 @@ class GroupSpec:
             raise SettingsError("name the hosts or a hostfile, not both")
         if any(not h or h != h.strip() or "," in h for h in self.hosts):
             raise SettingsError("hosts are comma-separated names or addresses, none empty")
-        if self.ranks < 1:
-            raise SettingsError(f"a group needs at least one process (got {self.ranks})")
+        if not 1 <= self.ranks <= MAX_RANKS:
+            raise SettingsError(f"a group has from 1 to {MAX_RANKS} processes (got {self.ranks})")
         if self.hosts and self.ranks % len(self.hosts):
             raise SettingsError(
                 f"{self.ranks} processes do not divide evenly over {len(self.hosts)} hosts")
@@ -102,8 +97,9 @@ class GroupSpec:
 
 def require_draft(strategies: list[str], draft: object) -> None:
     """Refuse strategies that need a draft model when none is given."""
-    if NEEDS_DRAFT & set(strategies) and not draft:
-        raise SettingsError("the draft strategy needs a draft model (--draft PATH)")
+    for name in strategies:
+        if STRATEGIES[name].draft_model == "always" and not draft:
+            raise SettingsError(STRATEGIES[name].needs)
 
 
 @dataclass
@@ -145,9 +141,7 @@ class CompareRequest:
             raise SettingsError("choose at least one strategy")
         unknown = [s for s in self.strategies if s not in STRATEGIES]
         if unknown:
-            raise SettingsError(
-                f"unknown strategy {unknown[0]!r} (choose from {', '.join(STRATEGIES)})"
-            )
+            raise SettingsError(f"unknown strategy {unknown[0]!r} (choose from {names()})")
         if len(set(self.strategies)) != len(self.strategies):
             raise SettingsError("a strategy is listed twice")
         require_draft(self.strategies, self.draft)
@@ -155,10 +149,6 @@ class CompareRequest:
             raise SettingsError("the prompt is empty")
         if self.warmup_tokens < 0:
             raise SettingsError("warm-up tokens must be >= 0")
-
-
-#: Strategies a sweep can vary (plain is its baseline).
-SPECULATIVE = ("draft", "mtp", "ngram")
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,16 +240,21 @@ class SweepRequest:
     def validate(self) -> None:
         if not self.prompts:
             raise SettingsError("the sweep has no prompts")
-        unknown = [s for s in self.strategies if s not in SPECULATIVE]
+        if not self.strategies:
+            raise SettingsError(f"choose at least one strategy to sweep ({', '.join(SWEPT)})")
+        for values, what in ((self.ks, "k"), (self.depths, "depth"), (self.ngram_ns, "n-gram n"),
+                             (self.temperatures, "temperature")):
+            if not values:
+                raise SettingsError(f"the sweep has no {what} values")
+        unknown = [s for s in self.strategies if s not in SWEPT]
         if unknown:
-            raise SettingsError(
-                f"cannot sweep {unknown[0]!r} (choose from {', '.join(SPECULATIVE)})"
-            )
+            raise SettingsError(f"cannot sweep {unknown[0]!r} (choose from {', '.join(SWEPT)})")
         require_draft(self.strategies, self.draft)
         if self.group is not None:
             self.group.validate()
-        if self.reps < 1 or self.warmup < 0:
-            raise SettingsError("--reps must be >= 1 and --warmup >= 0")
+        if not (1 <= self.reps <= MAX_SWEEP_REPS and 0 <= self.warmup <= MAX_SWEEP_REPS):
+            raise SettingsError(f"--reps must be from 1 to {MAX_SWEEP_REPS} and --warmup from 0 "
+                                f"to {MAX_SWEEP_REPS} (got {self.reps} and {self.warmup})")
         if not 0.0 <= self.noisy_cv < float("inf"):
             raise SettingsError(f"--noisy-cv must be a number >= 0 (got {self.noisy_cv})")
         names = [p.name for p in self.prompts]

@@ -8,7 +8,7 @@ runs, so the device never waits for Python. Each token is a Round with no drafts
 from __future__ import annotations
 
 import time
-from typing import Iterator
+from typing import Iterator, TYPE_CHECKING
 
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
@@ -19,16 +19,19 @@ from specdeck.engines.decode.shared import (
     CLEAR_CACHE_EVERY, Clock, Output, Timer, forward, prefill_event, wired_limit,
 )
 from specdeck.engines.core.events import Event, Round
-from specdeck.engines.models.loading import LoadedModel
 from specdeck.engines.decode.sampling import KeyStream, choose, sampling_logprobs, top_alternatives
 
+if TYPE_CHECKING:  # run.py imports this module when it runs a strategy
+    from specdeck.engines.decode.run import Models
 
-def run_plain(
-    target: LoadedModel,
+
+def run(
+    models: Models,
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
+    target = models.target
     model = target.model
     cache = make_prompt_cache(model, max_kv_size=settings.max_kv_size)
     sampling = settings.sampling

@@ -6,24 +6,21 @@ Prefill (unless loading failed), Rounds, and exactly one Done, whatever happens.
 
 from __future__ import annotations
 
+import importlib
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
 import mlx.core as mx
 
-from specdeck.engines.measure.calibration import Calibration
-from specdeck.engines.proposers.chain import CHAIN_NEEDS, run_chain
-from specdeck.engines.core.config import STRATEGIES, DecodeSettings
+from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.errors import SettingsError
-from specdeck.engines.decode.shared import Clock
-from specdeck.engines.proposers.draft import run_draft
 from specdeck.engines.core.events import Done, Event, Round
+from specdeck.engines.core.strategies import STRATEGIES, names
+from specdeck.engines.decode.shared import Clock
+from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.models.loading import LoadedModel
-from specdeck.engines.proposers.mtp import MtpModel, run_mtp
-from specdeck.engines.proposers.ngram import run_ngram
-from specdeck.engines.decode.plain import run_plain
-from specdeck.engines.core.requests import require_draft
+from specdeck.engines.proposers.mtp import MtpModel
 
 
 @dataclass
@@ -52,28 +49,17 @@ def strategy_events(
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
 ) -> Iterator[Event]:
-    """The raw event generator of one strategy."""
-    if name == "plain":
-        return run_plain(models.target, prompt, settings, clock)
-    if name == "draft":
-        require_draft([name], models.draft)
-        return run_draft(models.target, models.draft, prompt, settings, clock,
-                         calibration=models.calibration)
-    if name == "mtp":
-        if models.mtp is None:
-            raise SettingsError("the mtp strategy needs a model with an MTP head")
-        return run_mtp(models.mtp, prompt, settings, clock,
-                       calibration=models.mtp_calibration())
-    if name == "ngram":
-        return run_ngram(models.target, prompt, settings, clock,
-                         calibration=models.calibration)
-    if name == "chain":
-        if models.draft is None and models.mtp is None:
-            raise SettingsError(CHAIN_NEEDS)
-        calibration = models.calibration if models.draft else models.mtp_calibration()
-        return run_chain(models.target, models.draft, models.mtp, prompt, settings, clock,
-                         calibration=calibration)
-    raise SettingsError(f"unknown strategy {name!r} (choose from {', '.join(STRATEGIES)})")
+    """The raw event generator of one strategy: its module's ``run``
+    (``engines.core.strategies``), once the models it needs are there."""
+    strategy = STRATEGIES.get(name)
+    if strategy is None:
+        raise SettingsError(f"unknown strategy {name!r} (choose from {names()})")
+    draft_named = models.draft is not None
+    if (strategy.uses_mtp(draft_named) and models.mtp is None) or (
+            strategy.draft_model == "always" and not draft_named):
+        raise SettingsError(strategy.needs)
+    module = importlib.import_module(f"specdeck.engines.{strategy.runner}")
+    return module.run(models, prompt, settings, clock)
 
 
 def run_strategy(

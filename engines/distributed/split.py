@@ -51,7 +51,6 @@ from specdeck.engines.models.catalog import describe_dir
 from specdeck.engines.runs.compare import (
     CompareResult, encode_prompt, measure_strategies, start_compare,
 )
-from specdeck.engines.core.config import AUTO
 from specdeck.engines.decode.shared import Clock, forward
 from specdeck.engines.core.errors import GroupError, ModelError, SettingsError, UserError
 from specdeck.engines.core.events import Done, Event
@@ -397,6 +396,7 @@ def group_compare(
     cancelled: Callable[[], bool] = lambda: False,
     clock: Clock = time.perf_counter,
     on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda e: None,
+    on_not_run: Callable[[dict[str, str]], None] = lambda reasons: None,
     on_started: Callable[[CompareResult], None] = lambda result: None,
     guard: FaultGuard | None = None,
 ) -> CompareResult:
@@ -407,7 +407,7 @@ def group_compare(
     request = replace(request, group=group.spec)
     result, error = None, None
     try:
-        result = start_compare(request, store, progress, on_estimates)
+        result = start_compare(request, store, progress, on_estimates, on_not_run)
     except (UserError, SettingsError, ModelError) as exc:
         error = str(exc)
     except Exception as exc:  # any failure must reach the check: the others wait there
@@ -472,7 +472,7 @@ def group_sweep(
                                     AgreedFlag(group, cancelled), models)
     for cell in cells:
         drafts = cell.depth if cell.strategy == "mtp" else cell.k
-        if drafts and drafts != AUTO:  # auto's passes vary: its why-line says enough
+        if isinstance(drafts, int) and drafts:  # a policy's passes vary: its why-line says enough
             cell.why += "; " + costs.line(drafts)
     return cells, complete, {**group.record(), "pass_costs": costs.to_dict()}
 

@@ -42,7 +42,7 @@ from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.errors import ModelError
 from specdeck.engines.core.formatting import byte_size
 from specdeck.engines.measure.machine import memory_bytes
-from specdeck.engines.core.requests import USES_DRAFT
+from specdeck.engines.core.strategies import STRATEGIES
 
 #: mlx-lm's ``KVCache.step``: caches grow by this many positions at a time.
 KV_STEP = 256
@@ -278,13 +278,14 @@ def estimate(
         window = settings.max_kv_size
         if window is not None and tokens > window:
             snapshot += kv  # a wrapped window is copied before it is written
+    with_draft = draft is not None and STRATEGIES[strategy].uses_draft(True)
     # A model that drafts for itself is loaded once (``ModelStore``): its weights count once.
     if draft is not None and draft.path.resolve() == model.path.resolve():
         draft_weights = 0
     else:
-        draft_weights = weight_bytes(draft, upcast) if strategy in USES_DRAFT and draft else 0
+        draft_weights = weight_bytes(draft, upcast) if with_draft else 0
     draft_cache = 0
-    if strategy in USES_DRAFT and draft is not None:
+    if with_draft:
         d_kv, d_recurrent, d_act = _model_bytes(
             draft, upcast, tokens, settings, prompt_tokens, 2
         )

@@ -16,12 +16,13 @@ import json
 import os
 import struct
 from dataclasses import dataclass, field
+from fnmatch import fnmatch
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from specdeck.engines.models.draft_vocab_file import read_listed_tokens
 from specdeck.engines.core.errors import ModelError
-from specdeck.engines.core.files import UnreadableFile, open_regular, read_regular
+from specdeck.engines.core.files import UnreadableFile, check_regular, open_regular, read_regular
 
 #: Bytes per element of each safetensors dtype.
 DTYPE_BYTES = {
@@ -66,8 +67,22 @@ CONFIG_LIMITS = {
 #: ``model_file``.
 CUSTOM_CODE_KEYS = {"config.json": ("auto_map", "model_file"),
                     "tokenizer_config.json": ("auto_map",)}
-#: JSON files of a model are small; a tokenizer.json of a 256k vocabulary is ~35 MB.
-JSON_BYTES = 128 * 2**20
+#: The files of a model folder that transformers, mlx-lm and optiq read, by name, and
+#: the most bytes each may hold. A tokenizer's own files can be tens of MB (a 256k
+#: vocabulary's tokenizer.json is ~35 MB); every other text file is small. Weights may
+#: be any size, but must be regular files like the rest: a FIFO hangs its reader, and
+#: /dev/zero or a huge file exhausts memory.
+TOKENIZER_BYTES = 64 * 2**20
+TEXT_BYTES = 8 * 2**20
+_TOKENIZER_FILES = ("tokenizer*", "vocab*", "merges*", "spiece*", "*.model", "*.tiktoken")
+_TEXT_FILES = ("*.json", "*.jinja", "*.txt", "*.jsonl", *_TOKENIZER_FILES)
+_WEIGHT_FILES = ("*.safetensors",)
+#: The small JSON files transformers and mlx-lm parse (besides the tokenizer's own).
+_LOADER_JSON = ("generation_config.json", "tokenizer_config.json", "special_tokens_map.json",
+                "added_tokens.json", "chat_template.json")
+#: How deep below a model's folder those files are looked for (``optiq/mtp.safetensors``,
+#: ``additional_chat_templates/*.jinja``).
+_FOLDER_DEPTH = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -173,9 +188,42 @@ def _no_constant(word: str) -> Any:
     raise ValueError(f"{word} is not a number JSON allows")
 
 
+def file_limit(name: str) -> int | None:
+    """The most bytes a model folder's file named ``name`` may hold (None: any number)."""
+    if any(fnmatch(name, pattern) for pattern in _TOKENIZER_FILES):
+        return TOKENIZER_BYTES
+    return None if any(fnmatch(name, pattern) for pattern in _WEIGHT_FILES) else TEXT_BYTES
+
+
+def check_model_files(path: Path) -> None:
+    """Refuse a model folder any file of which that a loader reads is not a regular file
+    (a FIFO, a device, a folder, a link loop) or is larger than ``file_limit`` allows,
+    before anything reads it: ModelError naming the file."""
+    def check(folder: Path, depth: int) -> None:
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as exc:
+            raise ModelError(f"cannot read the folder {folder}: {exc.strerror or exc}") from exc
+        for entry in entries:
+            file = Path(entry.path)
+            if any(fnmatch(entry.name, p) for p in (*_TEXT_FILES, *_WEIGHT_FILES)):
+                try:
+                    check_regular(file, file_limit(entry.name))
+                except UnreadableFile as exc:
+                    raise ModelError(f"{file} {exc}") from exc
+                except OSError as exc:
+                    raise ModelError(f"{file} cannot be read ({exc.strerror or exc})") from exc
+                if entry.name in _LOADER_JSON:
+                    _read_json(file)  # a broken one is named here, not left to a loader
+            elif depth and entry.is_dir(follow_symlinks=False):
+                check(file, depth - 1)
+
+    check(path, _FOLDER_DEPTH)
+
+
 def _read_json(path: Path) -> Any:
     try:
-        return json.loads(read_regular(path, JSON_BYTES).decode("utf-8"),
+        return json.loads(read_regular(path, file_limit(path.name)).decode("utf-8"),
                           parse_constant=_no_constant)
     except (OSError, UnicodeDecodeError, ValueError) as exc:  # UnreadableFile, JSON errors
         raise ModelError(f"cannot read {path}: {exc}") from exc
@@ -202,8 +250,11 @@ def check_config(config: dict, where: str) -> None:
                          "the model's folder")
 
 
-def read_config(path: Path) -> dict:
-    """``path/config.json``, read (bounded), parsed and checked (``check_config``)."""
+def read_model_folder(path: Path) -> dict:
+    """The config of the model folder ``path``, after every file a loader reads in it is
+    checked (``check_model_files``): ``config.json`` read (bounded), parsed and checked
+    (``check_config``)."""
+    check_model_files(path)
     file = path / "config.json"
     config = _read_json(file)
     if not isinstance(config, dict):
@@ -242,6 +293,16 @@ def declared_mtp_layers(config: dict) -> int:
         or config.get("num_nextn_predict_layers")
         or 0
     )
+
+
+def missing_mtp_head(info: "ModelInfo", who: str) -> str:
+    """Why ``info`` (``who``: the target...) has no MTP head to draft with, read from its
+    folder ('' when it has one, or may have: its weights are not downloaded yet)."""
+    if declared_mtp_layers(info.config) <= 0:
+        return f"{who} has no MTP head (its config declares no MTP layers)"
+    if info.weights_present and not info.has_mtp_head:
+        return f"{who} has no MTP head (its files hold no mtp.* weights)"
+    return ""
 
 
 def mtp_sidecar(path: Path, config: dict) -> Path | None:
@@ -287,29 +348,38 @@ def _tokenizer_fingerprint(path: Path) -> tuple[str | None, int | None]:
     file = path / "tokenizer.json"
     if file.is_file():
         data = _read_json(file)
-        model = data.get("model") or {}
-        vocab = model.get("vocab") or {}
-        if isinstance(vocab, list):  # Unigram: [piece, score] by id
-            vocab = {entry[0]: i for i, entry in enumerate(vocab)}
-        special = {t["content"] for t in data.get("added_tokens", []) if t.get("special")}
-        regular = {t["id"]: t["content"] for t in data.get("added_tokens", [])
-                   if not t.get("special")}
-        pairs = {i: t for t, i in vocab.items() if t not in special}
-        pairs.update(regular)
-        digest = hashlib.sha256()
-        for i in sorted(pairs):
-            digest.update(f"{i}\t{pairs[i]}\n".encode("utf-8", "surrogatepass"))
-        size = max([*vocab.values(), *(t["id"] for t in data.get("added_tokens", []))],
-                   default=-1) + 1
-        return digest.hexdigest()[:12], size
+        try:
+            return _vocabulary_fingerprint(data)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            raise ModelError(f"{file} is not a tokenizer specdeck can read "
+                             f"({type(exc).__name__}: {exc})") from exc
     for name in ("tokenizer.model", "tokenizer.tiktoken"):
         if (path / name).is_file():
             try:
-                data = read_regular(path / name, JSON_BYTES)
+                data = read_regular(path / name, TOKENIZER_BYTES)
             except (OSError, UnreadableFile) as exc:
                 raise ModelError(f"cannot read {path / name}: {exc}") from exc
             return hashlib.sha256(data).hexdigest()[:12], None
     return None, None
+
+
+def _vocabulary_fingerprint(data: Any) -> tuple[str, int]:
+    """(fingerprint, vocabulary size) of a parsed ``tokenizer.json``."""
+    model = data.get("model") or {}
+    vocab = model.get("vocab") or {}
+    if isinstance(vocab, list):  # Unigram: [piece, score] by id
+        vocab = {entry[0]: i for i, entry in enumerate(vocab)}
+    special = {t["content"] for t in data.get("added_tokens", []) if t.get("special")}
+    regular = {t["id"]: t["content"] for t in data.get("added_tokens", [])
+               if not t.get("special")}
+    pairs = {i: t for t, i in vocab.items() if t not in special}
+    pairs.update(regular)
+    digest = hashlib.sha256()
+    for i in sorted(pairs):
+        digest.update(f"{i}\t{pairs[i]}\n".encode("utf-8", "surrogatepass"))
+    size = max([*vocab.values(), *(t["id"] for t in data.get("added_tokens", []))],
+               default=-1) + 1
+    return digest.hexdigest()[:12], size
 
 
 def token_decoder(path: Path) -> Callable[[list[int]], str] | None:
@@ -321,7 +391,7 @@ def token_decoder(path: Path) -> Callable[[list[int]], str] | None:
     from tokenizers import Tokenizer
 
     try:
-        tokenizer = Tokenizer.from_str(read_regular(file, JSON_BYTES).decode("utf-8"))
+        tokenizer = Tokenizer.from_str(read_regular(file, TOKENIZER_BYTES).decode("utf-8"))
     except Exception:  # unreadable, or tokenizers' own error: alternatives go unnamed
         return None
     return lambda ids: tokenizer.decode(ids, skip_special_tokens=False)
@@ -373,7 +443,7 @@ def describe_dir(
     """Describe the model in ``path``; ModelError when it is not one (a config or header
     of the wrong shape included)."""
     path = require_model_dir(Path(path).expanduser())
-    config = read_config(path)
+    config = read_model_folder(path)
     try:
         return _describe(path, config, name, source, revision, size_on_disk)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
@@ -454,30 +524,68 @@ def _listed_tokens(path: Path, text: dict) -> int:
     return len(tokens or ())
 
 
-def scan_hf_cache(cache_dir: Path | str | None = None) -> list[ModelInfo]:
+def _scan_repository(folder: Path) -> Any:
+    """huggingface_hub's scan of one repository folder of the cache: (repository, its
+    ``main`` or newest revision, that revision's folder), None for none; ModelError when
+    the folder cannot be read. (The scan reads a whole cache at once: one broken folder,
+    a link loop, made it raise for all.)"""
+    import tempfile
+
+    from huggingface_hub import scan_cache_dir
+
+    with tempfile.TemporaryDirectory(prefix="specdeck-scan-") as alone:
+        scanned = Path(alone).resolve()
+        try:
+            os.stat(folder)  # a link loop in its own name: the scan would pass it over
+            (scanned / folder.name).symlink_to(folder.absolute(), target_is_directory=True)
+            (repo,) = scan_cache_dir(scanned).repos or (None,)
+        except Exception as exc:  # whatever a broken folder makes the scan raise
+            why = f"{type(exc).__name__}: {exc}".replace(str(scanned), str(folder.parent))
+            raise ModelError(f"skipped {folder} in the Hugging Face cache: it cannot be "
+                             f"read ({why})") from exc
+        if repo is None:
+            return None
+        revisions = sorted(repo.revisions, key=lambda r: ("main" in r.refs, r.last_modified))
+        if not revisions:
+            return None
+        newest = revisions[-1]
+        return (repo, newest, folder.parent / newest.snapshot_path.relative_to(scanned))
+
+
+def scan_hf_cache(cache_dir: Path | str | None = None,
+                  on_problem: Callable[[ModelError], None] = lambda error: None,
+                  ) -> list[ModelInfo]:
     """Every model in the Hugging Face cache (its ``main`` revision, else the newest).
 
-    Repositories that are not language models (no ``config.json``) are left out; an
+    Repositories that are not language models (no ``config.json``) are left out; one
+    the scan cannot read (a link loop) is left out and handed to ``on_problem``; an
     empty or missing cache gives an empty list. Reads the cache only, never the hub.
     """
-    from huggingface_hub import scan_cache_dir
-    from huggingface_hub.errors import CacheNotFound
+    from huggingface_hub.constants import HF_HUB_CACHE
 
+    root = Path(cache_dir or HF_HUB_CACHE).expanduser()
     try:
-        cache = scan_cache_dir(cache_dir)
-    except CacheNotFound:
+        folders = sorted(p for p in root.iterdir() if p.name.startswith("models--"))
+    except OSError:
         return []
-    models = []
-    for repo in sorted(cache.repos, key=lambda r: r.repo_id.lower()):
-        if repo.repo_type != "model" or not repo.revisions:
+    found = []
+    for folder in folders:
+        try:
+            scanned = _scan_repository(folder)
+        except ModelError as exc:
+            on_problem(exc)
             continue
-        revisions = sorted(repo.revisions, key=lambda r: ("main" in r.refs, r.last_modified))
-        revision = revisions[-1]
-        if not (revision.snapshot_path / "config.json").is_file():
+        if scanned is not None:
+            found.append(scanned)
+    models = []
+    for repo, revision, snapshot in sorted(found, key=lambda r: r[0].repo_id.lower()):
+        if repo.repo_type != "model":
+            continue
+        if not (snapshot / "config.json").is_file():
             continue
         try:
             models.append(describe_dir(
-                revision.snapshot_path, name=repo.repo_id, source="hub",
+                snapshot, name=repo.repo_id, source="hub",
                 revision=revision.commit_hash, size_on_disk=revision.size_on_disk,
             ))
         except ModelError:
@@ -538,7 +646,7 @@ def find_models(dirs: Iterable[Path | str] = (), cache_dir: Path | str | None = 
         for p in inner:
             add(p)
     if hub:
-        found.extend(scan_hf_cache(cache_dir))
+        found.extend(scan_hf_cache(cache_dir, problem))
     return found
 
 

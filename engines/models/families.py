@@ -15,10 +15,13 @@ from __future__ import annotations
 
 import os
 import sysconfig
-from dataclasses import dataclass
+from collections import Counter
+from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Iterable
 
 from specdeck.engines.models import demo
+from specdeck.engines.models.catalog import ModelInfo
 from specdeck.engines.models.demo import DemoModels, demo_models
 from specdeck.engines.core.errors import ModelError
 
@@ -48,9 +51,12 @@ SHIPPED_DRAFT_INSTALLED = (
 )
 
 
+#: Where fetched models (and cached timings) live, as help texts and guides say it.
+CACHE_RULE = "$SPECDECK_CACHE_DIR, else $XDG_CACHE_HOME/specdeck, else ~/.cache/specdeck"
+
+
 def cache_root() -> Path:
-    """Where fetched models live: ``$SPECDECK_CACHE_DIR``, else ``$XDG_CACHE_HOME/specdeck``,
-    else ``~/.cache/specdeck``."""
+    """Where fetched models live (``CACHE_RULE``)."""
     if os.environ.get("SPECDECK_CACHE_DIR"):
         return Path(os.environ["SPECDECK_CACHE_DIR"]).expanduser()
     base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
@@ -98,6 +104,21 @@ def default_family() -> str:
     return "smollm2" if smollm2_fetched() else "demo"
 
 
+def family_of(family: str | None, target: str | None) -> Family:
+    """The family whose defaults (prompt, strategies) a command takes: the one named,
+    else the one ``target`` belongs to, else the demo family (whose defaults stand for
+    any other model too)."""
+    if family:
+        return FAMILIES[family]
+    member = member_of(target) if target else None
+    return FAMILIES[member[0] if member else "demo"]
+
+
+def prompt_defaults() -> str:
+    """Each family's built-in prompt, as help texts say it."""
+    return ", ".join(f"{f.name}: {f.prompt!r}" for f in FAMILIES.values())
+
+
 def models_for(family: str | None, target: str | None, draft: str | None
                ) -> tuple[str, str | None]:
     """The (target, draft) a command runs: family ``family``'s pair (a named draft
@@ -123,6 +144,30 @@ def family_roots() -> dict[str, Path]:
     if smollm2_fetched():
         roots["smollm2"] = family_dir("smollm2")
     return roots
+
+
+def named_by_family(models: Iterable[ModelInfo]) -> list[ModelInfo]:
+    """Each model once, a family's members named by family (``smollm2 target``), and
+    others whose folders share a name told apart by their parent (``a/target``); the
+    shipped draft-only folder (``is_shipped_draft``) left out."""
+    unique: list[ModelInfo] = []
+    for m in models:
+        member = member_of(m.path)
+        if member is not None:
+            m = replace(m, name=" ".join(member))
+        if not is_shipped_draft(m.path) and all(
+                m.path.resolve() != u.path.resolve() for u in unique):
+            unique.append(m)
+    counts = Counter(m.name for m in unique)
+    return [replace(m, name=f"{m.path.parent.name}/{m.path.name}")
+            if counts[m.name] > 1 and m.source != "hub" and m.name == m.path.name else m
+            for m in unique]
+
+
+def is_shipped_draft(path: Path | str) -> bool:
+    """Whether ``path`` is the smollm2 draft's own layers as shipped: not a model to
+    load (``specdeck fetch smollm2`` assembles the draft from them)."""
+    return Path(path).expanduser().resolve() == shipped_draft_dir().resolve()
 
 
 def member_of(path: Path | str) -> tuple[str, str] | None:

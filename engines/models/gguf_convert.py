@@ -28,6 +28,7 @@ from typing import Any, Callable
 import mlx.core as mx
 
 from specdeck.engines.core.errors import ModelError
+from specdeck.engines.models.gguf_header import check_gguf
 
 #: GGUF tensor names (after ``blk.N.``) and their mlx-lm llama names (after
 #: ``model.layers.N.``).
@@ -62,7 +63,9 @@ Progress = Callable[[int, int], None]
 
 
 def read_gguf(path: Path) -> tuple[dict[str, mx.array], dict[str, Any]]:
-    """The tensors and metadata of a GGUF file; ModelError when mlx cannot read it."""
+    """The tensors and metadata of a GGUF file; ModelError when mlx cannot read it (its
+    header checked first: mlx trusts it, and a lying one crashes the process)."""
+    check_gguf(path)
     try:
         return mx.load(str(path), return_metadata=True)
     except (RuntimeError, ValueError, OSError) as exc:

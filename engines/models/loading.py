@@ -4,7 +4,8 @@ Errors a user can cause (a wrong path, an id that is not in the cache while offl
 draft whose tokenizer differs from the target's) raise ``ModelError`` with a message that
 names the problem and the fix; the tokenizer check runs before any weights are read.
 A model folder is untrusted: before transformers or mlx-lm read it, its config is checked
-(``catalog.read_config``) and a folder asking to run its own code is refused; every load
+and every file a loader reads in it is a regular file of a sane size
+(``catalog.read_model_folder``), and a folder asking to run its own code is refused; every load
 passes ``trust_remote_code=False`` besides.
 """
 
@@ -22,7 +23,7 @@ import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map
 
 from specdeck.engines.models.catalog import (
-    read_config, refuse_custom_code, require_findable, require_model_dir,
+    read_model_folder, refuse_custom_code, require_findable, require_model_dir,
 )
 from specdeck.engines.proposers.draft_vocab import DraftVocabulary, draft_vocabulary
 from specdeck.engines.core.errors import ModelError
@@ -57,7 +58,7 @@ def resolve(source: str, revision: str | None = None) -> Path:
     """The local directory holding ``source``'s config and tokenizer (no weights yet),
     checked: a sane config, and no code of its own to run."""
     path = _find(source, revision)
-    read_config(path)
+    read_model_folder(path)
     refuse_custom_code(path)
     return path
 

@@ -14,26 +14,22 @@ them: the acceptance rule is the same, with q a point mass for a copied draft.
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, TYPE_CHECKING
 
 import mlx.core as mx
 
-from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock
 from specdeck.engines.proposers.draft import DraftModel
 from specdeck.engines.auto.length import draft_length
-from specdeck.engines.core.errors import SettingsError
 from specdeck.engines.core.events import Event
-from specdeck.engines.models.loading import LoadedModel
-from specdeck.engines.proposers.mtp import MtpDrafter, MtpModel
+from specdeck.engines.proposers.mtp import MtpDrafter
 from specdeck.engines.proposers.ngram import PromptLookup
 from specdeck.engines.decode.sampling import KeyStream
 from specdeck.engines.decode.speculative import Proposer, run_speculative
 
-
-CHAIN_NEEDS = ("the chain strategy needs a draft model (--draft PATH) or a target with an "
-               "MTP head to fall back on where prompt lookup finds no match")
+if TYPE_CHECKING:  # run.py imports this module when it runs a strategy
+    from specdeck.engines.decode.run import Models
 
 
 class Chain:
@@ -75,27 +71,23 @@ class Chain:
         self.fallback.settle(drafts, accepted, token, hidden)
 
 
-def run_chain(
-    target: LoadedModel,
-    draft: LoadedModel | None,
-    mtp: MtpModel | None,
+def run(
+    models: Models,
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
-    *,
-    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
-    """Prompt lookup, falling back to ``draft`` (or, without one, ``mtp``'s head, which
-    then drafts for its own model: that model verifies, as in the mtp strategy); ``auto``
-    starts from ``calibration``'s costs when given."""
+    """Prompt lookup, falling back to the draft model (or, without one, the MTP head,
+    which then drafts for its own model: that model verifies, as in the mtp strategy);
+    ``auto`` starts from the machine's calibration when there is one."""
     keys = KeyStream(settings.sampling.seed)
     fallback: DraftModel | MtpDrafter
-    if draft is not None:
-        fallback = DraftModel(draft, settings, keys)
-    elif mtp is not None:
-        target, fallback = mtp.model, MtpDrafter(mtp.head, settings, keys)
+    if models.draft is not None:
+        target, fallback = models.target, DraftModel(models.draft, settings, keys)
+        calibration = models.calibration
     else:
-        raise SettingsError(CHAIN_NEEDS)
+        target, fallback = models.mtp.model, MtpDrafter(models.mtp.head, settings, keys)
+        calibration = models.mtp_calibration()
     proposer: Proposer = Chain(PromptLookup(settings.ngram_n), fallback)
     lengths = {name: draft_length(settings, name, calibration) for name in ("ngram", fallback.drafter())}
     return run_speculative(target, proposer, prompt, settings, lengths, keys, clock)

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, TYPE_CHECKING
 
 import mlx.core as mx
 from mlx_lm.models.cache import make_prompt_cache
 
-from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock, prefill
 from specdeck.engines.proposers.draft_vocab import WholeVocabulary
@@ -18,6 +17,9 @@ from specdeck.engines.models.loading import LoadedModel
 from specdeck.engines.decode.rollback import Checkpoint, checkpoint, restore
 from specdeck.engines.decode.sampling import KeyStream, choose, no_drafts, sampling_logprobs
 from specdeck.engines.decode.speculative import run_speculative
+
+if TYPE_CHECKING:  # run.py imports this module when it runs a strategy
+    from specdeck.engines.decode.run import Models
 
 
 class DraftModel:
@@ -117,18 +119,15 @@ class DraftModel:
             self.pending = mx.array([token], mx.uint32)
 
 
-def run_draft(
-    target: LoadedModel,
-    draft: LoadedModel,
+def run(
+    models: Models,
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
-    *,
-    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
     """Speculative decoding with an external draft model, k = ``num_draft_tokens``
-    (or ``auto``, starting from ``calibration``'s costs when given)."""
+    (or ``auto``, starting from the machine's calibration when there is one)."""
     keys = KeyStream(settings.sampling.seed)
-    proposer = DraftModel(draft, settings, keys)
-    lengths = {"draft": draft_length(settings, "draft", calibration)}
-    return run_speculative(target, proposer, prompt, settings, lengths, keys, clock)
+    proposer = DraftModel(models.draft, settings, keys)
+    lengths = {"draft": draft_length(settings, "draft", models.calibration)}
+    return run_speculative(models.target, proposer, prompt, settings, lengths, keys, clock)

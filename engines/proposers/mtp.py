@@ -31,13 +31,12 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, TYPE_CHECKING
 
 import mlx.core as mx
 import mlx.nn as nn
 from mlx_lm.models.qwen3_5 import TextModelArgs
 
-from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock, log_probs, split_at_output
 from specdeck.engines.auto.length import draft_length
@@ -46,6 +45,9 @@ from specdeck.engines.core.events import Event
 from specdeck.engines.models.loading import LoadedModel, prefer_fast_dtype
 from specdeck.engines.decode.sampling import KeyStream, choose, no_drafts, sampling_logprobs
 from specdeck.engines.decode.speculative import run_speculative
+
+if TYPE_CHECKING:  # run.py imports this module when it runs a strategy
+    from specdeck.engines.decode.run import Models
 
 
 class MtpHead:
@@ -180,17 +182,16 @@ class MtpDrafter:
         self.token = token
 
 
-def run_mtp(
-    mtp: MtpModel,
+def run(
+    models: Models,
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
-    *,
-    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
     """MTP self-speculation, ``mtp_depth`` drafts per cycle (or ``auto``, starting from
-    ``calibration``'s costs when given)."""
+    the machine's calibration of the model whose head drafts, when there is one)."""
     keys = KeyStream(settings.sampling.seed)
+    mtp = models.mtp
     drafter = MtpDrafter(mtp.head, settings, keys)
-    lengths = {"mtp": draft_length(settings, "mtp", calibration)}
+    lengths = {"mtp": draft_length(settings, "mtp", models.mtp_calibration())}
     return run_speculative(mtp.model, drafter, prompt, settings, lengths, keys, clock)

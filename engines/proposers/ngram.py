@@ -11,18 +11,19 @@ prefill, and a draft is a fixed token (a point mass), which the acceptance rule 
 from __future__ import annotations
 
 import time
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterator, Mapping, Sequence, TYPE_CHECKING
 
 import mlx.core as mx
 
-from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.decode.shared import Clock
 from specdeck.engines.auto.length import draft_length
 from specdeck.engines.core.events import Event
-from specdeck.engines.models.loading import LoadedModel
 from specdeck.engines.decode.sampling import KeyStream, no_drafts
 from specdeck.engines.decode.speculative import run_speculative
+
+if TYPE_CHECKING:  # run.py imports this module when it runs a strategy
+    from specdeck.engines.decode.run import Models
 
 
 class PromptLookup:
@@ -93,18 +94,16 @@ class PromptLookup:
         self._extend(drafts[:accepted] + [token])
 
 
-def run_ngram(
-    target: LoadedModel,
+def run(
+    models: Models,
     prompt: list[int],
     settings: DecodeSettings,
     clock: Clock = time.perf_counter,
-    *,
-    calibration: Calibration | None = None,
 ) -> Iterator[Event]:
     """Prompt-lookup decoding: match length ``ngram_n``, at most ``ngram_k`` drafts (or
-    ``auto``, starting from ``calibration``'s costs when given)."""
+    ``auto``, starting from the machine's calibration when there is one)."""
     keys = KeyStream(settings.sampling.seed)
-    lengths = {"ngram": draft_length(settings, "ngram", calibration)}
+    lengths = {"ngram": draft_length(settings, "ngram", models.calibration)}
     return run_speculative(
-        target, PromptLookup(settings.ngram_n), prompt, settings, lengths, keys, clock
+        models.target, PromptLookup(settings.ngram_n), prompt, settings, lengths, keys, clock
     )

@@ -13,19 +13,21 @@ from pathlib import Path
 from typing import Any, Callable
 
 from specdeck.engines.core.config import AUTO, DecodeSettings, policy_name
-from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.errors import ModelError, SettingsError
 from specdeck.engines.decode.shared import Clock
 from specdeck.engines.auto.explain import auto_estimate_line
 from specdeck.engines.core.events import Event, Trace
 from specdeck.engines.measure.blas_threads import fit_blas_threads_to
 from specdeck.engines.measure.calibration import Calibration, estimate_line, load_calibration
-from specdeck.engines.models.catalog import ModelInfo, describe_dir
+from specdeck.engines.models.catalog import ModelInfo, describe_dir, missing_mtp_head
+from specdeck.engines.models.chat_template import render_chat
 from specdeck.engines.models.loading import ModelStore, check_pair
 from specdeck.engines.measure.memory import (
     MemoryEstimate, Split, check_headroom, cpu_backend, estimate_comparison, weight_bytes,
 )
 from specdeck.engines.proposers.mtp import load_mtp
-from specdeck.engines.core.requests import USES_DRAFT, CompareRequest, uses_mtp
+from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.strategies import STRATEGIES, uses_draft, uses_mtp
 from specdeck.engines.core.stats import compute_stats
 from specdeck.engines.decode.run import Models, run_strategy
 
@@ -38,12 +40,11 @@ def encode_prompt(tokenizer: Any, text: str, chat: bool | None = None) -> list[i
     if chat:
         if not has_template:
             raise SettingsError("this tokenizer has no chat template; run without --chat")
-        return list(
-            tokenizer.apply_chat_template(
-                [{"role": "user", "content": text}], add_generation_prompt=True
-            )
-        )
-    ids = list(tokenizer.encode(text))
+        # The template is the model folder's code: rendered bounded, never in-process.
+        text = render_chat(tokenizer, [{"role": "user", "content": text}])
+        ids = list(tokenizer.encode(text, add_special_tokens=False))
+    else:
+        ids = list(tokenizer.encode(text))
     if not ids:
         raise SettingsError("the prompt encodes to no tokens")
     return ids
@@ -76,12 +77,24 @@ def describe_models(request: CompareRequest, store: ModelStore) -> Described:
     """The target, draft and MTP model the request uses, from their files."""
     target = describe_dir(store.resolve(request.target, request.revision), name=request.target)
     draft = mtp = None
-    if USES_DRAFT & set(request.strategies) and request.draft:
+    if request.draft and uses_draft(request.strategies, True):
         draft = describe_dir(store.resolve(request.draft), name=request.draft)
-    if uses_mtp(request.strategies, request.draft):
+    if uses_mtp(request.strategies, bool(request.draft)):
         mtp = describe_dir(store.resolve(request.mtp_model), name=request.mtp_model) \
             if request.mtp_model else target
     return target, draft, mtp
+
+
+def cannot_run(request: CompareRequest, described: Described) -> dict[str, str]:
+    """The request's strategies that cannot run with these models, and why, read from
+    their folders before any weights load: those that draft with an MTP head the model
+    lacks."""
+    mtp = described[2]
+    who = "the MTP model" if request.mtp_model else "the target"
+    why = missing_mtp_head(mtp, who) if mtp is not None else ""
+    draft_named = bool(request.draft)
+    return {name: why for name in request.strategies
+            if why and STRATEGIES[name].uses_mtp(draft_named)}
 
 
 def estimate_memory(
@@ -108,13 +121,14 @@ def target_split(request: CompareRequest, target: ModelInfo) -> Split | None:
 def prepare(
     request: CompareRequest, store: ModelStore,
     progress: Callable[[str], None] = lambda _: None,
+    described: Described | None = None,
 ) -> Prepared:
     """Everything before loading: refuse a draft or MTP model whose tokenizer differs
     from the target's, tokenize the prompt and check it against the target's context
     (``check_context``), estimate memory and warn through ``progress`` when it does not
     fit (refuse, ModelError, under ``strict_memory``, or beyond the machine's whole
-    memory unless ``force``)."""
-    target, draft, mtp = described = describe_models(request, store)
+    memory unless ``force``). ``described``: the request's models, when already read."""
+    target, draft, mtp = described = described or describe_models(request, store)
     tokenizer = store.tokenizer(target.path, request.revision)
     for role, source, info in (("draft", request.draft, draft), ("MTP", request.mtp_model, mtp)):
         if source and info is not None:
@@ -195,7 +209,7 @@ def load_models(
     target = store.get(request.target, request.revision, request.dtype)
     fit_blas_threads_to(target)
     mtp = None
-    if uses_mtp(request.strategies, request.draft):
+    if uses_mtp(request.strategies, bool(request.draft)):
         if request.mtp_model:
             progress(f"loading {request.mtp_model}")
             mtp_source = store.get(request.mtp_model, dtype=request.dtype)
@@ -204,7 +218,7 @@ def load_models(
         progress(f"loading the MTP head of {mtp_source.name}")
         mtp = load_mtp(mtp_source)
     draft = None
-    if USES_DRAFT & set(request.strategies) and request.draft:
+    if request.draft and uses_draft(request.strategies, True):
         progress(f"loading {request.draft}")
         draft = store.get(request.draft, dtype=request.dtype)
     return Models(target=target, draft=draft, mtp=mtp, calibration=prepared.calibration)
@@ -238,6 +252,8 @@ class CompareResult:
     #: Decode tokens/s of every timed run of each strategy, in the order they ran (plain
     #: timed again after the others last, when each strategy ran once).
     measured: dict[str, list[float]] = field(default_factory=dict)
+    #: Strategies asked for that could not run, and why (``request`` lists the others).
+    not_run: dict[str, str] = field(default_factory=dict)
 
 
 def start_compare(
@@ -245,14 +261,28 @@ def start_compare(
     store: ModelStore,
     progress: Callable[[str], None] = lambda _: None,
     on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda estimates: None,
+    on_not_run: Callable[[dict[str, str]], None] = lambda reasons: None,
 ) -> CompareResult:
     """Check, estimate and load what ``request`` needs: a result with no traces yet.
-    ``on_estimates`` hears the memory estimates before any weights load."""
+    A strategy its models cannot run (``cannot_run``) is left out, the others run;
+    ``on_not_run`` hears which and why, before any weights load (ModelError when none
+    can run). ``on_estimates`` hears the memory estimates before any weights load."""
     request.validate()
-    prepared = prepare(request, store, progress)
+    described = describe_models(request, store)
+    not_run = cannot_run(request, described)
+    if not_run:
+        runnable = [name for name in request.strategies if name not in not_run]
+        if not runnable:
+            name, why = next(iter(not_run.items()))
+            raise ModelError(f"{why}: {STRATEGIES[name].needs} (--mtp-model PATH names one)")
+        on_not_run(not_run)
+        request = replace(request, strategies=runnable)
+        described = (*described[:2], None)  # no strategy left drafts with an MTP head
+    prepared = prepare(request, store, progress, described)
     on_estimates(prepared.estimates)  # the app shows them beside the measured peaks
     models = load_models(request, store, progress, prepared)
-    return CompareResult(request, prepared.prompt, models, {}, prepared.estimates)
+    return CompareResult(request, prepared.prompt, models, {}, prepared.estimates,
+                         not_run=not_run)
 
 
 def measure_strategies(
@@ -286,7 +316,10 @@ def measure_strategies(
                 break
             if rep == 0 and request.warmup_tokens:
                 progress(f"warming up {name}")
-                warm = replace(request.settings, max_tokens=request.warmup_tokens)
+                # Never longer than the run itself, which the context and memory checks
+                # were made for.
+                warm = replace(request.settings, max_tokens=min(
+                    request.warmup_tokens, request.settings.max_tokens))
                 for _ in run_strategy(name, models, prompt, warm, clock, cancelled):
                     pass
                 if cancelled():  # stopped during the warm-up: nothing of this one was measured
@@ -320,12 +353,15 @@ def run_compare(
     clock: Clock = time.perf_counter,
     on_estimates: Callable[[dict[str, MemoryEstimate] | None], None] = lambda estimates: None,
     on_loaded: Callable[[Models], None] = lambda models: None,
+    on_not_run: Callable[[dict[str, str]], None] = lambda reasons: None,
 ) -> CompareResult:
     """Warm up and measure each strategy in turn; stop early (keeping what ran) when
     ``cancelled`` turns true (``measure_strategies`` says how repetitions are kept).
-    ``on_estimates`` hears the memory estimates before any weights load, ``on_loaded``
-    the models once they have."""
-    result = start_compare(request, store or ModelStore(), progress, on_estimates)
+    ``on_estimates`` hears the memory estimates before any weights load, ``on_not_run``
+    the strategies left out and why (``start_compare``), ``on_loaded`` the models once
+    they have."""
+    result = start_compare(request, store or ModelStore(), progress, on_estimates,
+                           on_not_run)
     on_loaded(result.models)
     return measure_strategies(result, on_event, progress, cancelled, clock)
 

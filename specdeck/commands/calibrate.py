@@ -21,6 +21,7 @@ from specdeck.engines.measure.calibration import (
 from specdeck.engines.core.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH
 from specdeck.engines.core.formatting import duration, percent, times
 from specdeck.commands.progress_line import ProgressLine
+from specdeck.hosts.stopping import Stopping
 from specdeck.safe_text.plain import visible
 
 #: The k values the table and the chart show (every k is measured; these read well).
@@ -171,7 +172,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         if args.reps < 1 or args.warmup < 0:
             raise UserError("--reps must be at least 1 and --warmup at least 0")
-        cal = _measure(target, draft, args)
+        with Stopping("interrupt"):  # SIGTERM and SIGHUP end it as Ctrl+C does
+            cal = _measure(target, draft, args)
     if args.json:
         sys.stdout.buffer.write(orjson.dumps(cal.to_dict(), option=orjson.OPT_INDENT_2) + b"\n")
         return 0

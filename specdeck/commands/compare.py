@@ -8,10 +8,11 @@ import sys
 from pathlib import Path
 
 from specdeck.commands import group as group_command
-from specdeck.commands.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED, EXIT_RUN_FAILED
+from specdeck.commands.exit_status import EXIT_NOT_SAVED, EXIT_RUN_FAILED
 from specdeck.commands.options import (
-    add_run_options, first_interrupt_cancels, group_from, say, settings_from, write_results,
+    add_run_options, check_output, group_from, say, settings_from, write_results,
 )
+from specdeck.hosts.stopping import Stopping, stopped_status
 from specdeck.commands.playground import open_playground
 from specdeck.engines.core.errors import UserError
 from specdeck.engines.core.formatting import percent, plural, rate, times
@@ -52,24 +53,26 @@ def run(args: argparse.Namespace) -> int:
         if request.group.wants_launch:
             return group_launch.relaunch(request.group, args.argv, args.python)
         return group_command.compare(args, lambda: request, report_compare)
-    with first_interrupt_cancels() as stop:
+    with Stopping("cancel") as stop:
         result = run_compare(request, progress=say, cancelled=stop.is_set)
     return report_compare(result, args, stop.is_set())
 
 
 def compare_request(args: argparse.Namespace) -> CompareRequest:
     """The comparison the command line asks for, checked."""
-    from specdeck.engines.models.families import models_for
+    from specdeck.engines.models.families import family_of, models_for
     from specdeck.prompts import get_prompt, read_prompt
 
     target, draft = models_for(args.family, args.target, args.draft)
+    family = family_of(args.family, target)
     request = CompareRequest(
         target=target,
         draft=draft,
         mtp_model=args.mtp_model,
         revision=args.revision,
         strategies=[s.strip() for s in args.strategies.split(",") if s.strip()],
-        prompt=get_prompt().text if args.prompt is None else read_prompt(args.prompt),
+        prompt=(get_prompt(family.prompt).text if args.prompt is None
+                else read_prompt(args.prompt)),
         settings=settings_from(args),
         chat=args.chat,
         warmup_tokens=args.warmup_tokens,
@@ -83,8 +86,7 @@ def compare_request(args: argparse.Namespace) -> CompareRequest:
     if args.show_text is not None and args.show_text not in request.strategies:
         raise UserError(f"--show-text {args.show_text}: not one of the strategies run "
                         f"({', '.join(request.strategies)})")
-    if args.json is not None and args.json.is_dir():
-        raise UserError(f"--json {args.json} is a directory: name a file to write")
+    check_output(args.json, "--json")
     return request
 
 
@@ -95,7 +97,7 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
 
     if interrupted and not result.traces:
         say("interrupted before any strategy ran: nothing to save")
-        return EXIT_INTERRUPTED
+        return stopped_status()
     document = result_document(result)
     costs = PassCosts.from_dict((result.group or {}).get("pass_costs"))
     if not args.quiet:
@@ -121,10 +123,13 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
             failed = True
             error = visible(str(done.get("error")), MESSAGE_CHARS)
             print(f"specdeck: {name} failed: {error}", file=sys.stderr)
+    for name, why in result.not_run.items():  # asked for, but its models cannot run it
+        failed = True
+        print(f"{name:>6}: not run: {visible(why, MESSAGE_CHARS)}")
     sys.stdout.flush()
     saved = write_results(document, args.json, not args.no_save, args.sessions_dir, say)
     if interrupted:
-        return EXIT_INTERRUPTED
+        return stopped_status()
     if not saved:
         return EXIT_NOT_SAVED
     return EXIT_RUN_FAILED if failed else 0
@@ -191,10 +196,10 @@ def explain_run(name: str, result) -> list[str]:
 
 def drafting_lines(rounds: list, stats, sampled: bool) -> list[str]:
     """How a run drafted, where there is more to say than its acceptance: what its
-    draft-length policy chose, who drafted for ``chain``, and (``sampled``: temperature > 0) what mlx-lm's
-    exact-match rule would have kept of the same drafts."""
+    draft-length policy chose, who drafted for ``chain``, and (``sampled``: temperature
+    > 0) what mlx-lm's exact-match rule would have kept of the same drafts."""
     from specdeck.engines.auto.explain import length_summary
-    from specdeck.engines.core.events import DRAFTER_WORDS
+    from specdeck.engines.core.strategies import DRAFTERS
 
     lines = []
     chosen = length_summary(rounds)
@@ -203,7 +208,7 @@ def drafting_lines(rounds: list, stats, sampled: bool) -> list[str]:
     drafters = [r.proposer for r in rounds if r.proposer]
     if len(set(drafters)) > 1:
         lines.append("drafted by " + ", ".join(
-            f"{DRAFTER_WORDS[name]} in {plural(drafters.count(name), 'round')}"
+            f"{DRAFTERS[name].words} in {plural(drafters.count(name), 'round')}"
             for name in sorted(set(drafters))))
     shadow = stats.exact_match_acceptance_rate
     if sampled and shadow is not None:

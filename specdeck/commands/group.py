@@ -11,11 +11,13 @@ with one error line and saves what ran as a partial session.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 from dataclasses import replace
 from typing import Any, Callable, TypeVar
 
-from specdeck.commands.options import first_interrupt_cancels, group_from, say
+from specdeck.commands.options import group_from, say
+from specdeck.hosts.stopping import Stopping
 from specdeck.commands.exit_status import EXIT_RUN_FAILED
 from specdeck.engines.core.errors import ModelError, SettingsError, UserError
 from specdeck.engines.core.requests import CompareRequest, SweepRequest
@@ -31,7 +33,9 @@ def _join(args: argparse.Namespace, build: Callable[[], Request]) -> tuple[Any, 
     """Join the group, then build the request on every rank: a mistake on one rank (a
     prompt file missing on its host) stops them all, rank 0 saying which."""
     from specdeck.engines.distributed.split import start_group
+    from specdeck.hosts.launch import die_with_parent
 
+    die_with_parent(signal.SIGTERM)  # mlx.launch gone: end cleanly (rank 0 saves)
     spec = group_from(args)
     if spec is None:
         raise UserError("a rank of a group needs --shard tensor (or --shard pipeline)")
@@ -116,7 +120,7 @@ def _as_rank(group: Any, args: argparse.Namespace, give_up: Callable[[str], None
     reports what ran (``report(ran, interrupted)``), or gives up when the group was lost."""
     from specdeck.engines.distributed.split import FaultGuard
 
-    with FaultGuard(give_up, args.stall_timeout) as guard, first_interrupt_cancels() as stop:
+    with FaultGuard(give_up, args.stall_timeout) as guard, Stopping("cancel") as stop:
         ran = run(guard, stop.is_set)
         with guard.ending():
             if not group.lead:

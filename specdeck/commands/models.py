@@ -14,7 +14,9 @@ from pathlib import Path
 
 from specdeck.commands.options import say
 from specdeck.engines.models.catalog import ModelInfo, find_models, suggest_drafts
-from specdeck.engines.models.demo import DEMO_DIR, demo_models
+from specdeck.engines.models.families import (
+    FETCH_HINT, family_roots, is_shipped_draft, named_by_family,
+)
 from specdeck.engines.core.formatting import byte_size, parameters_text, percent, quant_text
 
 #: The built-in prompts (``prompts/``) a draft is probed on: code, prose and chat.
@@ -26,7 +28,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(run=run)
     p.add_argument("dirs", nargs="*", type=Path, metavar="DIR",
                    help="a model directory, or a folder of them (two levels deep), to list "
-                   "too (default: the built-in demo family)")
+                   "too (default: the model families here: demo, and smollm2 once "
+                   "fetched)")
     p.add_argument("--cache-dir", type=Path,
                    help="Hugging Face cache to scan (default: the hub's own, HF_HUB_CACHE)")
     p.add_argument("--no-cache", action="store_true", help="list only the directories named")
@@ -80,9 +83,14 @@ def run(args: argparse.Namespace) -> int:
     from specdeck.safe_text.plain import MESSAGE_CHARS, visible
 
     problems: list[ModelError] = []
-    dirs = args.dirs or ([DEMO_DIR] if demo_models() is not None else [])
-    models = find_models(dirs, args.cache_dir, hub=not args.no_cache,
-                         on_problem=problems.append)
+    dirs = args.dirs or list(family_roots().values())
+    for d in args.dirs:
+        if is_shipped_draft(d):  # named as it is: say what it is
+            problems.append(ModelError(
+                f"{d} holds only the smollm2 draft's own layers, not a model to load: "
+                f"`{FETCH_HINT}` assembles the draft from them"))
+    models = named_by_family(find_models(dirs, args.cache_dir, hub=not args.no_cache,
+                                         on_problem=problems.append))
     if args.rank_drafts:
         status = rank_drafts(args.rank_drafts, models, args.json)
         for problem in problems:

@@ -1,26 +1,23 @@
 """Options and output the commands share: which models, how to decode, a split target,
-lines on stderr, results written, Ctrl+C."""
+lines on stderr, results written."""
 
 from __future__ import annotations
 
 import argparse
-import os
-import signal
+import math
 import sys
-import threading
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable
 
 from specdeck.engines.core.config import (
     MAX_ALTERNATIVES, MAX_DRAFT_TOKENS, MAX_MTP_DEPTH, DecodeSettings, DraftCount, Sampling,
     field_default, parse_draft_count,
 )
 from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.strategies import names
 from specdeck.engines.core.requests import (
     BACKENDS, MAX_REPEATS, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
 )
-from specdeck.prompts import DEFAULT_PROMPT
 from specdeck.safe_text.plain import MESSAGE_CHARS, visible
 
 
@@ -56,6 +53,8 @@ def draft_count(value: str) -> DraftCount:
 
 
 def add_run_options(p: argparse.ArgumentParser) -> None:
+    from specdeck.engines.models.families import prompt_defaults
+
     add_model_options(p, command=True)
     p.add_argument("--target", help="target model: a directory or a Hugging Face id "
                    "(default: the built-in demo target)")
@@ -67,13 +66,14 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--revision", help="revision of the target on the Hugging Face hub")
     p.add_argument(
         "--strategies", default="plain,draft",
-        help="comma-separated, run in this order (plain, draft, mtp, ngram, chain: "
-        "prompt lookup where the text repeats, the draft model or MTP head elsewhere)",
+        help=f"comma-separated, run in this order ({names()}; chain: prompt lookup where "
+        "the text repeats, the draft model or MTP head elsewhere)",
     )
     p.add_argument("--prompt",
                    help="prompt text, a built-in prompt's name (code, prose, chat_explain, ... in "
                    "prompts/), a prompt file, or a folder or JSONL file holding one "
-                   f"(default: the built-in {DEFAULT_PROMPT!r} prompt, as bare specdeck)")
+                   "(default: the family's built-in prompt, as bare specdeck opens on: "
+                   f"{prompt_defaults()}; another model: the demo family's)")
     p.add_argument("-k", "--num-draft-tokens", type=draft_count,
                    default=SETTINGS.num_draft_tokens,
                    help=f"drafts per round, 1..{MAX_DRAFT_TOKENS}, or a policy choosing each "
@@ -109,8 +109,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    "least 5, which its inspector shows)")
     p.add_argument("--warmup-tokens", type=int,
                    default=field_default(CompareRequest, "warmup_tokens"),
-                   help="tokens of the untimed warm-up run per strategy (0: none; "
-                   "default %(default)s)")
+                   help="tokens of the untimed warm-up run per strategy, at most --max-tokens "
+                   "(0: none; default %(default)s)")
     p.add_argument("--repeats", type=int, default=field_default(CompareRequest, "repeats"),
                    help=f"timed runs of each strategy, 1..{MAX_REPEATS}, taking turns; each "
                    "keeps its median run and the spread says how much is noise (with 1, "
@@ -157,17 +157,31 @@ def add_group_options(p: argparse.ArgumentParser) -> None:
 def group_from(args: argparse.Namespace) -> GroupSpec | None:
     """The group the options ask for; None when the target runs whole in this process."""
     hosts = tuple(h.strip() for h in (args.hosts or "").split(",") if h.strip())
+    if not 0 < args.stall_timeout < math.inf:
+        raise SettingsError(f"--stall-timeout must be a number of seconds > 0 "
+                            f"(got {args.stall_timeout})")
     if args.shard is None:
         if args.ranks or hosts or args.hostfile:
             raise SettingsError("--ranks, --hosts and --hostfile split the target: add "
                                 "--shard tensor (or --shard pipeline)")
         return None
-    if args.stall_timeout <= 0:
-        raise SettingsError("--stall-timeout must be > 0 seconds")
     spec = GroupSpec(shard=args.shard, backend=args.backend, hosts=hosts,
                      hostfile=args.hostfile, ranks=args.ranks or len(hosts) or 1)
     spec.validate()
     return spec
+
+
+def check_output(path: Path | None, flag: str) -> None:
+    """Refuse, before the run, an output path nothing can be written to (a directory, a
+    block device, a socket); a stream (/dev/stdout, a FIFO) is written through."""
+    from specdeck.engines.core.atomic_files import NotWritable, check_writable
+
+    if path is None:
+        return
+    try:
+        check_writable(path)
+    except NotWritable as exc:
+        raise SettingsError(f"{flag} {path} is {exc.kind}: name a file to write") from None
 
 
 def settings_from(args: argparse.Namespace) -> DecodeSettings:
@@ -223,29 +237,3 @@ def write_results(document: dict, json_path: Path | None, save: bool,
         else:
             say(f"saved {outcome.path}{partial}")
     return ok
-
-
-@contextmanager
-def first_interrupt_cancels() -> Iterator[threading.Event]:
-    """The first Ctrl+C asks the run to stop after the current round (what ran is kept and
-    saved as partial); a second one quits at once."""
-    stop = threading.Event()
-    if threading.current_thread() is not threading.main_thread():
-        yield stop
-        return
-
-    def on_interrupt(signum: int, frame: object) -> None:
-        stop.set()
-        # A rank that mlx.launch started may inherit Ctrl+C ignored: the second quits.
-        signal.signal(signal.SIGINT, signal.default_int_handler
-                      if previous is signal.SIG_IGN else previous)
-        # os.write, not print: a signal handler may interrupt a print in progress.
-        os.write(2, b"\nspecdeck: stopping after this round and saving what ran "
-                    b"(Ctrl+C again to quit now)\n")
-
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        yield stop
-    finally:
-        signal.signal(signal.SIGINT, previous)
-

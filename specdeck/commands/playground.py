@@ -34,9 +34,9 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
 
 
 def run(args: argparse.Namespace) -> int:
-    """``specdeck`` alone: the smollm2 family once fetched (plain, draft, prompt lookup on
-    a chat prompt), else the demo models (plain, draft, MTP on code), whose status bar
-    says how to fetch the real one."""
+    """``specdeck`` alone: the smollm2 family once fetched, else the demo models (whose
+    status bar says how to fetch the real one), each on its ``Family``'s strategies and
+    prompt."""
     from specdeck.engines.models.families import FAMILIES, default_family, fetch_hint, require_family
     from specdeck.prompts import get_prompt
 

@@ -40,7 +40,7 @@ def file_size(value: str) -> int | None:
     return size
 
 
-def _add_size_limit(p: argparse.ArgumentParser) -> None:
+def add_size_limit(p: argparse.ArgumentParser) -> None:
     p.add_argument("--max-file-size", type=file_size, default=MAX_FILE_BYTES, metavar="SIZE",
                    help="read files up to this size: 512M, 2G, 0 for no limit "
                    f"(default {MAX_FILE_BYTES // 2**20}M: a file from elsewhere may be "
@@ -60,7 +60,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         help="no app: print each strategy's statistics as JSON (with "
                         "--conventions: named as another engine names them)")
     _add_conventions(replay)
-    _add_size_limit(replay)
+    add_size_limit(replay)
 
     diff = sub.add_parser(
         "diff", help="compare two sessions, or two strategies of one",
@@ -79,8 +79,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     which.add_argument("--pair", nargs=2, metavar=("A_NAME", "B_NAME"),
                        help="compare strategy A_NAME of a with B_NAME of b (or of a)")
     diff.add_argument("--json", action="store_true", help="print the diff as JSON")
+    diff.add_argument("--html", nargs="?", const="", metavar="OUT",
+                      help="write the diff as one self-contained web page (default OUT: "
+                      "A-vs-B.html beside A)")
     _add_conventions(diff)
-    _add_size_limit(diff)
+    add_size_limit(diff)
 
 
 def _add_conventions(p: argparse.ArgumentParser) -> None:
@@ -267,6 +270,8 @@ def cmd_diff(args: argparse.Namespace) -> int:
 
     document = read_document(args.a, args.max_file_size)
     if is_sweep(document):
+        if args.html is not None:
+            raise DiffError("--html diffs two sessions; a sweep diff prints (or --json)")
         if args.b is None:
             raise DiffError("a sweep is compared with another sweep: specdeck diff A.json B.json")
         other = read_document(args.b, args.max_file_size)
@@ -288,7 +293,13 @@ def cmd_diff(args: argparse.Namespace) -> int:
         a, b, pairs, a_label=str(args.a), b_label=str(args.b if not same else args.a),
         conventions=args.conventions,
     )
-    if args.json:
+    if args.html is not None:
+        from specdeck.commands.export import write_diff_page
+
+        written = write_diff_page(report, args.a, None if same else args.b, args.html)
+        if written:
+            return written
+    elif args.json:
         sys.stdout.buffer.write(orjson.dumps(report.to_dict(), option=orjson.OPT_INDENT_2))
         sys.stdout.buffer.write(b"\n")
     else:
@@ -388,13 +399,19 @@ def print_changes(console, changes) -> None:
 
     from specdeck.safe_text.rich_text import literal
 
+    from specdeck.sessions.diff import shown_changes
+
     if not changes:
         return
+    shown, folded = shown_changes(changes)
     table = Table(title="settings that differ", title_justify="left")
     for column in ("", "a", "b"):
         table.add_column(column)
-    for change in changes:
+    for change in shown:
         table.add_row(literal(change.path, one_line=True),
                       literal(setting_text(change.path, change.a)),
                       literal(setting_text(change.path, change.b)))
-    console.print(table)
+    if shown:
+        console.print(table)
+    if folded:
+        console.print(f"{folded}: --json lists them")

@@ -5,19 +5,18 @@ prompt groups finished so far."""
 from __future__ import annotations
 
 import argparse
-import os
-import signal
 import sys
-import threading
 from pathlib import Path
 from typing import Callable
 
-from specdeck.commands.options import add_group_options, add_model_options, group_from, say
-from specdeck.engines.core.config import Sampling, field_default
-from specdeck.engines.core.errors import SettingsError
+from specdeck.commands.options import (
+    add_group_options, add_model_options, check_output, group_from, say,
+)
+from specdeck.engines.core.config import Sampling, field_default, parse_draft_count
 from specdeck.engines.core.formatting import plural
 from specdeck.engines.core.requests import SweepRequest
 from specdeck.commands.progress_line import ProgressLine
+from specdeck.hosts.stopping import Stopping, stopped_status
 from specdeck.safe_text.plain import visible
 
 DEFAULT_PROMPTS = ("code", "prose")
@@ -32,30 +31,25 @@ def _listed(name: str) -> str:
     return ",".join(f"{v:g}" for v in _default(name))
 
 
-def _ints(value: str) -> list[int]:
-    try:
-        return [int(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers, got {value!r}")
+def _listed_values(parse: Callable[[str], object], what: str) -> Callable[[str], list]:
+    """An option's type: comma-separated values, at least one (an empty list would
+    quietly sweep nothing of it)."""
+    def values(value: str) -> list:
+        try:
+            parsed = [parse(v) for v in value.split(",") if v.strip()]
+        except ValueError:
+            parsed = []
+        if not parsed:
+            raise argparse.ArgumentTypeError(f"expected comma-separated {what}, got {value!r}")
+        return parsed
+    return values
 
 
-def _counts(value: str) -> list:
-    """k values: whole numbers, and policies (``auto``, ``grow``, ``pmin:P``) that
-    choose each round's."""
-    from specdeck.engines.core.config import parse_draft_count
-
-    try:
-        return [parse_draft_count(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"expected comma-separated whole numbers, auto, grow or pmin:P, got {value!r}")
-
-
-def _floats(value: str) -> list[float]:
-    try:
-        return [float(v) for v in value.split(",") if v.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated numbers, got {value!r}")
+_ints = _listed_values(int, "integers")
+#: k values: whole numbers, and policies (``auto``, ``grow``, ``pmin:P``) that choose
+#: each round's.
+_counts = _listed_values(parse_draft_count, "whole numbers, auto, grow or pmin:P")
+_floats = _listed_values(float, "numbers")
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -142,33 +136,6 @@ def print_sweep(cells: list[dict], recommendations: list[str]) -> None:
         print(visible(f"  {line}"))
 
 
-class SweepInterrupts:
-    """Ctrl+C during a sweep. While cells are measured, the first one stops it at once
-    (the prompt groups already finished are kept); every other one, and any while the
-    files are written, only says so: what finished always lands in valid files."""
-
-    def __init__(self) -> None:
-        self.measuring = True
-        self.interrupted = False
-
-    def __enter__(self) -> "SweepInterrupts":
-        self._previous = None
-        if threading.current_thread() is threading.main_thread():
-            self._previous = signal.signal(signal.SIGINT, self._on_interrupt)
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._previous is not None:
-            signal.signal(signal.SIGINT, self._previous)
-
-    def _on_interrupt(self, signum: int, frame: object) -> None:
-        if self.measuring and not self.interrupted:
-            self.interrupted = True
-            raise KeyboardInterrupt
-        # os.write, not print: a signal handler may interrupt a print in progress.
-        os.write(2, b"\nspecdeck: writing the cells finished so far first\n")
-
-
 def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
                 say: Callable[[str], None]) -> bool:
     """The sweep's JSON (``json_path``, else a new name in the sessions folder) and its
@@ -176,7 +143,7 @@ def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
     fallback place, named; False when anything did not land where it was asked to."""
     import orjson
 
-    from specdeck.engines.core.atomic_files import write_atomic
+    from specdeck.engines.core.atomic_files import is_stream, write_atomic
     from specdeck.sessions.chart import speedup_chart_svg
     from specdeck.sessions.store import (
         SaveFailed, SaveOutcome, fall_back, save_session, session_names, why_not,
@@ -199,6 +166,9 @@ def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
     out = outcome.path
     if outcome.problem:
         say(f"error: {outcome.problem}: wrote the sweep to {out} instead")
+    if chart_path is None and is_stream(out):
+        say(f"wrote {out} (no chart: nothing is beside a stream; --chart FILE draws it)")
+        return True
     chart = chart_path or out.with_suffix(".svg")
     try:
         write_atomic(chart, speedup_chart_svg(document["cells"]).encode())
@@ -233,10 +203,13 @@ def run(args: argparse.Namespace) -> int:
         if request.group.wants_launch:
             return group_launch.relaunch(request.group, args.argv, args.python)
         return group_command.sweep(args, lambda: request, finish, progress)
-    with SweepInterrupts() as interrupts:
+    # The first signal stops the measuring at once (the prompt groups already finished
+    # are kept); while the files are written, one only says so: what finished always
+    # lands in valid files.
+    with Stopping("interrupt") as stopping:
         cells, complete = run_sweep(request, progress=progress,
                                     on_message=lambda message: line.end() or say(message))
-        interrupts.measuring = False
+        stopping.mode = "hold"
         return finish(request, cells, complete, None, say)
 
 
@@ -257,9 +230,8 @@ def sweep_request(args: argparse.Namespace) -> SweepRequest:
         group=group_from(args), dtype=args.dtype,
     )
     request.validate()
-    for path, flag in ((args.json, "--json"), (args.chart, "--chart")):
-        if path is not None and path.is_dir():
-            raise SettingsError(f"{flag} {path} is a directory: name a file to write")
+    check_output(args.json, "--json")
+    check_output(args.chart, "--chart")
     return request
 
 
@@ -269,7 +241,7 @@ def _finish(args: argparse.Namespace, request: SweepRequest, cells: list, comple
     the command's exit status."""
     from specdeck.engines.measure.machine import describe_machine
     from specdeck.engines.runs.sweep import recommendations
-    from specdeck.commands.exit_status import EXIT_INTERRUPTED, EXIT_NOT_SAVED
+    from specdeck.commands.exit_status import EXIT_NOT_SAVED
     from specdeck.sessions.session import sweep_document
 
     if not complete:
@@ -282,7 +254,7 @@ def _finish(args: argparse.Namespace, request: SweepRequest, cells: list, comple
     sys.stdout.flush()
     written = write_sweep(document, args.json, args.chart, message)
     if not complete:
-        return EXIT_INTERRUPTED
+        return stopped_status()
     if not written:
         return EXIT_NOT_SAVED
     return 1 if any(c.correct is False for c in cells) else 0

@@ -14,7 +14,8 @@ starts) and hand every message to ``deliver``, from a thread of their own. What 
 streamed is never lost: when it ends in an error before the engine saved it (the engine
 process died, or the run raised), ``PartialKeeper`` saves the events that arrived as a
 partial session. The engine process sends a heartbeat; a process that stops answering
-mid-run (SIGSTOP, a hang) is reported while it is silent (``EngineSilent``).
+mid-run (SIGSTOP, a hang) is reported while it is silent (``EngineSilent``); while a run
+loads, only a process the OS says is stopped.
 """
 
 from __future__ import annotations
@@ -57,6 +58,15 @@ class Progress:
 
     run_id: int
     text: str
+
+
+@dataclass(frozen=True)
+class NotRun:
+    """Strategies of the run its models cannot run, and why (the others run), said
+    before any weights load."""
+
+    run_id: int
+    reasons: dict[str, str]
 
 
 @dataclass(frozen=True)
@@ -112,7 +122,8 @@ class Heartbeat:
     """The engine process is alive (sent every ``HEARTBEAT_SECONDS``; never delivered)."""
 
 
-EngineMessage = EventBatch | Progress | Estimates | TargetLoaded | RunEnded | EngineSilent
+EngineMessage = (EventBatch | Progress | NotRun | Estimates | TargetLoaded | RunEnded
+                 | EngineSilent)
 
 #: How often the engine process says it is alive, and how long it may be silent mid-run
 #: before the app is told (a long step that holds the interpreter lock may delay a beat).
@@ -160,6 +171,7 @@ def serve_run(command: RunCommand, store: "ModelStore", send: Callable[[EngineMe
                 name: e.total for name, e in (estimates or {}).items()})),
             on_loaded=lambda models: send(
                 TargetLoaded(run_id, str(models.target.path), machine)),
+            on_not_run=lambda reasons: send(NotRun(run_id, reasons)),
             cancelled=cancelled, clock=clock,
         )
         measured = {name: runs for name, runs in result.measured.items() if len(runs) > 1}
@@ -260,7 +272,7 @@ class ThreadHost:
         self._store = store
         self._clock = clock
         self._commands: queue.SimpleQueue[RunCommand | None] = queue.SimpleQueue()
-        self._cancelled_through = 0
+        self._cancelled_through = self._last_submitted = 0
         self._thread: threading.Thread | None = None
 
     def submit(self, command: RunCommand) -> None:
@@ -268,6 +280,7 @@ class ThreadHost:
             self._thread = threading.Thread(target=self._serve, name="specdeck-engine",
                                             daemon=True)
             self._thread.start()
+        self._last_submitted = command.run_id
         self._deliver.submitted(command)
         self._commands.put(command)
 
@@ -283,8 +296,12 @@ class ThreadHost:
         self._cancelled_through = max(self._cancelled_through, run_id)
 
     def close(self) -> None:
+        """Stop every run at its next round, then the thread (within two seconds, as the
+        process host's child): none goes on computing for an app that is gone."""
         if self._thread is not None:
+            self.cancel(self._last_submitted)
             self._commands.put(None)
+            self._thread.join(timeout=2)
 
 
 class ChildHost:
@@ -304,6 +321,9 @@ class ChildHost:
         self._last_submitted = self._last_ended = 0
         self._heard = time.monotonic()
         self._silent = False
+        #: Whether the run in flight has streamed an event: before, it loads and warms
+        #: up, where a busy machine can hold the heartbeat back for many seconds.
+        self._streaming = False
         self._lock = threading.Lock()
         self._log = Path(tempfile.gettempdir()) / (
             f"specdeck-{self.log_name}-{os.getpid()}-{id(self):x}.log")
@@ -320,6 +340,7 @@ class ChildHost:
                 if self._last_submitted <= self._last_ended:
                     self._heard = time.monotonic()  # silence counts from the new run on
                 self._last_submitted = command.run_id
+                self._streaming = False
                 self._deliver.submitted(command)
                 self._hand_over(command)
         except (OSError, ValueError) as exc:
@@ -340,6 +361,8 @@ class ChildHost:
                 if isinstance(message, RunEnded):
                     self._last_ended = max(self._last_ended, message.run_id)
                 running = self._last_submitted
+                if isinstance(message, EventBatch) and message.run_id == running:
+                    self._streaming = True
             if was_silent:
                 self._deliver(EngineSilent(running, None, pid))
             if not isinstance(message, Heartbeat):
@@ -421,20 +444,23 @@ class ProcessHost(ChildHost):
     def _watch(self, process: Any) -> None:
         """While a run is in flight, tell the app (again every second, with the count)
         that the child has sent nothing, not even a heartbeat, for ``silent_after``
-        seconds or more."""
+        seconds or more. Before its first event the run is loading (imports, weights,
+        warm-up), which may hold the heartbeat back on a busy machine: silence then is
+        told only where the OS says the process is stopped."""
         told_at = 0.0
         while self._process is process and not _ended(process, min(0.5, self._silent_after / 4)):
             with self._lock:
                 silent = time.monotonic() - self._heard
                 busy = self._last_submitted > self._last_ended
-                run = self._last_submitted
+                run, loading = self._last_submitted, not self._streaming
                 due = busy and silent >= self._silent_after and (
                     not self._silent or silent - told_at >= 1.0)
-                if due:
-                    self._silent, told_at = True, silent
-            if due:
-                self._deliver(EngineSilent(run, silent, process.pid,
-                                           _process_state(process.pid)))
+            why = _process_state(process.pid) if due else ""
+            if not due or loading and not why:
+                continue
+            with self._lock:
+                self._silent, told_at = True, silent
+            self._deliver(EngineSilent(run, silent, process.pid, why))
 
     def cancel(self, run_id: int) -> None:
         """Stop run ``run_id`` and any before it at their next round."""
@@ -498,8 +524,6 @@ def _child_main(connection: Any, cancelled_through: Any, log: str) -> None:
     fd = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     os.dup2(fd, 1)
     os.dup2(fd, 2)
-    from specdeck.engines.models.loading import ModelStore
-
     sending = threading.Lock()
 
     def send(message: EngineMessage | Heartbeat) -> None:
@@ -514,7 +538,9 @@ def _child_main(connection: Any, cancelled_through: Any, log: str) -> None:
             except (OSError, ValueError):  # the app went away
                 return
 
+    # Beating before the imports below (mlx, mlx-lm: seconds on a busy machine).
     threading.Thread(target=beat, name="specdeck-heartbeat", daemon=True).start()
+    from specdeck.engines.models.loading import ModelStore
 
     def receive() -> RunCommand | None:
         try:

@@ -73,14 +73,13 @@ def require_local_lead(spec: GroupSpec) -> None:
     to the app over this machine's loopback."""
     first = spec.hosts[0] if spec.hosts else None
     if spec.hostfile:
-        import json
+        from specdeck.hosts.launch import read_hostfile
 
+        hosts = read_hostfile(spec.hostfile)
         try:
-            with open(spec.hostfile, encoding="utf-8") as f:
-                hosts = json.load(f)
             hosts = hosts["hosts"] if isinstance(hosts, dict) else hosts
             first = str(hosts[0]["ssh"])
-        except (OSError, ValueError, KeyError, IndexError, TypeError) as exc:
+        except (KeyError, IndexError, TypeError) as exc:
             raise SettingsError(f"cannot read the hostfile {spec.hostfile}: {exc}") from None
     if first is not None and first not in _local_addresses():
         raise SettingsError(

@@ -3,8 +3,9 @@
 A session, a sweep, a file name or a model's output may hold escape sequences: OSC 52
 writes the clipboard, OSC 0 sets the window title, ``ESC [2J`` wipes the screen. Shown
 through these functions, every control character becomes a visible symbol (ESC is ``␛``),
-so nothing from data is ever emitted raw, by the app or by a command. Pure ``str`` to
-``str``: the command line, the session layer and the app share this one mapping (Rich
+as does every character that reorders or hides text (bidi overrides, zero-width
+characters), so nothing from data is ever emitted raw, by the app or by a command. Pure
+``str`` to ``str``: the command line, the session layer and the app share this one mapping (Rich
 ``Text`` and Textual ``Content`` keep markup out; see ``specdeck.safe_text.rich_text``).
 """
 
@@ -17,6 +18,16 @@ _PRINTABLE.update({0x7F: "␡", ord("\t"): "    ", ord("\n"): "\n"})
 #: names the OS could not decode), which no terminal can show.
 _PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0x80, 0xA0)})
 _PRINTABLE.update({code: "\N{REPLACEMENT CHARACTER}" for code in range(0xD800, 0xE000)})
+#: Characters that reorder or hide text: bidi overrides, embeddings, isolates and marks
+#: (a verdict line could read backwards) as ``⇄``; zero-width and other invisible
+#: formatting characters (a pane border shifts, a word hides) as ``␢``.
+BIDI = (0x061C, 0x200E, 0x200F, *range(0x202A, 0x202F), *range(0x2066, 0x206A))
+INVISIBLE = (0x00AD, 0x180E, *range(0x200B, 0x200E), *range(0x2060, 0x2065),
+             *range(0x206A, 0x2070), 0xFEFF, *range(0xFFF9, 0xFFFC), *range(0xE0000, 0xE0080))
+_PRINTABLE.update({code: "⇄" for code in BIDI})
+_PRINTABLE.update({code: "␢" for code in INVISIBLE})
+#: Line and paragraph separators: some terminals break the line there.
+_PRINTABLE.update({0x2028: "↵", 0x2029: "↵"})
 
 _ONE_LINE = {**_PRINTABLE, ord("\n"): "↵"}
 _ONE_FOR_ONE = {**_PRINTABLE, ord("\t"): "\t"}

@@ -26,13 +26,20 @@ LEGEND_X = WIDTH - RIGHT + 46
 #: Colour-blind-safe palette (Okabe-Ito), plus a dash pattern per series.
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000"]
 DASHES = ["", "6 3", "2 3", "8 3 2 3"]
+#: The points a chart can place: drafts per round and speedups no sweep measures lie
+#: outside (a file may claim a speedup of 1e308, which has no row; k = 0 no log).
+PLOTTED_DRAFTS, PLOTTED_SPEEDUPS = (1, 2**16), (0.0, 100.0)
 
 
 def _plotted(cell: dict) -> tuple[str, int | str] | None:
     """The series a cell belongs to (prompt, strategy and temperature) and its drafts per
-    round (an int, or ``auto``); None for plain decoding and cells with nothing to plot."""
-    x = cell["depth"] if cell["strategy"] == "mtp" else cell["k"]
-    if cell["strategy"] == "plain" or cell["speedup"] is None or x is None:
+    round (an int, or ``auto``); None for plain decoding and cells with nothing to plot
+    (or values no chart can place: ``PLOTTED_DRAFTS``, ``PLOTTED_SPEEDUPS``)."""
+    x, speedup = cell["depth"] if cell["strategy"] == "mtp" else cell["k"], cell["speedup"]
+    if cell["strategy"] == "plain" or speedup is None or x is None:
+        return None
+    if not PLOTTED_SPEEDUPS[0] <= speedup <= PLOTTED_SPEEDUPS[1] or (
+            type(x) is int and not PLOTTED_DRAFTS[0] <= x <= PLOTTED_DRAFTS[1]):
         return None
     if cell.get("correct") is False:
         return None

@@ -288,6 +288,30 @@ def _flatten(value: Any, prefix: str, out: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Configuration worked out from the settings, not set by a person: a changed model or
+#: prompt changes a dozen of these, which would bury what was changed.
+DERIVED = {"config.memory_estimates": "memory estimates", "config.prompt_tokens":
+           "prompt tokens"}
+
+
+def shown_changes(changes: list[Change]) -> tuple[list[Change], str]:
+    """The changes to list, what a person set first (then the machine), and a line
+    about the values derived from them, folded ('' when none differ)."""
+    def derived(change: Change) -> str | None:
+        return next((words for prefix, words in DERIVED.items()
+                     if change.path == prefix or change.path.startswith(prefix + ".")), None)
+
+    shown = [c for c in changes if derived(c) is None]
+    shown.sort(key=lambda c: not c.path.startswith("config."))  # stable: settings first
+    folded = [c for c in changes if derived(c) is not None]
+    if not folded:
+        return shown, ""
+    kinds = list(dict.fromkeys(derived(c) for c in folded))
+    differ = "differs" if len(folded) == 1 else "differ"
+    return shown, (f"and {plural(len(folded), 'value')} worked out from the settings "
+                   f"{differ} ({', '.join(kinds)})")
+
+
 def setting_changes(a: Session | Sweep, b: Session | Sweep) -> list[Change]:
     """Configuration and machine values that differ, as dotted paths (two sessions, or
     two sweeps: max tokens, repetitions, ...)."""

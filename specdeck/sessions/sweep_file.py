@@ -111,19 +111,25 @@ def _num(value: float | None, fmt: str) -> str:
     return MISSING if value is None else format(value, fmt)
 
 
+#: A peak this close to plain's is the same peak (allocations round by the page).
+SAME_MEMORY_BYTES = 4096
+
+
 def cell_row(cell: dict) -> list[str]:
-    """One cell as text in ``COLUMNS`` order: speedups over 1 marked ▲, noisy cells and
-    outputs that differ from plain decoding named."""
+    """One cell as text in ``COLUMNS`` order: speedups that read over 1.00 marked ▲,
+    noisy cells and outputs that differ from plain decoding named, a peak within a page
+    of plain's shown as ``≈ 0``."""
     speedup = cell["speedup"]
     over = cell["memory_over_plain_bytes"]
     return [
         cell["prompt"], f"{cell['temperature']:g}", cell["label"],
         _num(cell["median_tokens_per_s"], ".1f"),
-        _num(speedup, ".2f") + (" ▲" if speedup is not None and speedup > 1 else ""),
+        _num(speedup, ".2f") + (" ▲" if speedup is not None and round(speedup, 2) > 1 else ""),
         _num(cell["cv"], ".3f") + (" noisy" if cell["noisy"] else ""),
         _num(cell["acceptance_rate"], ".0%"), _num(cell["mean_accepted"], ".2f"),
         _num(cell["predicted_speedup"], ".2f"),
-        byte_size(over, signed=True),
+        "≈ 0" if over is not None and abs(over) < SAME_MEMORY_BYTES else byte_size(
+            over, signed=True),
         {True: "ok", False: "MISMATCH", None: MISSING}[cell["correct"]],
     ]
 

@@ -1,8 +1,9 @@
-"""Driving the app in tests: sessions replayed, races, what the screen shows, and the
-model picker's fake catalog (a fixture, registered by ``conftest.py``)."""
+"""Driving the app in tests: live runs, sessions replayed, races, what the screen shows,
+and the model picker's fake catalog (a fixture, registered by ``conftest.py``)."""
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import pytest
@@ -13,11 +14,30 @@ from textual.widgets import DataTable
 import specdeck.tui.model_picker as model_picker
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.models.loading import ModelStore
 from specdeck.engines.models.catalog import ModelInfo
 from specdeck.sessions.session import load_session
 from specdeck.testing.pilot import screen_text, settle, until
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.model_picker import ModelPicker
+
+
+@functools.cache
+def shared_store() -> ModelStore:
+    """The models every in-process app of this test process loads, each once."""
+    return ModelStore()
+
+
+def live_app(request: CompareRequest, *, engine_process: bool = False,
+             **kwargs) -> SpecdeckApp:
+    """The playground measuring ``request``: its engine in a thread of this process,
+    with models loaded once per test process, unless ``engine_process`` (the tests of
+    that boundary: the process's life, a crash, kill -9, a cancel across it). Every
+    test builds its live apps here."""
+    if engine_process:
+        return SpecdeckApp(request, **kwargs)
+    kwargs.setdefault("store", shared_store())
+    return SpecdeckApp(request, in_process=True, **kwargs)
 
 
 def replay_of(path: Path, **kwargs) -> SpecdeckApp:
@@ -93,7 +113,7 @@ def catalog(tmp_path, monkeypatch) -> dict[str, ModelInfo]:
     }
     listed, seen = list(models.values()), {}
 
-    def fake_find_models(dirs=(), cache_dir=None, hub=True):
+    def fake_find_models(dirs=(), cache_dir=None, hub=True, on_problem=None):
         seen["dirs"] = list(dirs)
         return listed
 

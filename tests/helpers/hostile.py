@@ -5,7 +5,10 @@ every printer and every screen).
 Terminal escapes (OSC 52 writes the clipboard, OSC 0 the title, OSC 8 makes links,
 ``ESC [2J`` wipes the screen, a C1 CSI), Rich and Textual markup (``[@click=...]`` runs an
 action, ``[/]`` and a model's ``[/INST]`` raise ``MarkupError``, ``[link=...]``, ``$var``),
-NUL and friends, long lines, and strategy names that are not identifiers.
+HTML that would run in a page were it parsed (``</script>`` closing a script block,
+``<img onerror>``, a ``javascript:`` URL, the line separators JSON allows and old
+JavaScript did not), NUL and friends, long lines, and strategy names that are not
+identifiers.
 """
 
 from __future__ import annotations
@@ -37,10 +40,19 @@ ESCAPES = [OSC52, OSC0, OSC8, CLEAR, C1_CSI, "\x1b[31mred\x1b[0m", "\x1bc", "\x0
 MARKUP = [QUIT, "[/]", " [/INST]", "[INST]", "[bold]b[/bold]", "[link=https://evil]x[/link]",
           "[on red]", "[/i]", "\\[x]", "[$accent]a[/]", "$text", "[b", "]", "[@click=]x[/]",
           "[red", "[[/]]"]
-#: Other odd text: wide, combining, right-to-left override, long without spaces.
-ODD = ["日本語", "e\u0301", "\u202etxt", "🙂", "x" * 3000, " ", "", "\t", "\n\n"]
+#: HTML and script, for pages that show data (``specdeck export --html``).
+HTML = ["</script><script>alert('script')</script>", "<img src=x onerror=alert('img')>",
+        "<a href=\"javascript:alert('link')\">link</a>", "javascript:alert('url')",
+        "<!--", "<style>*{display:none}</style>", "&lt;b&gt;", "\u2028\u2029",
+        "<svg onload=alert('svg')>", "<iframe src=https://evil.example/>"]
+#: Characters that reorder or hide text: bidi overrides and isolates, zero-width
+#: characters, a byte-order mark, a tag character (invisible "ASCII smuggling").
+INVISIBLE = ["\u202etxt", "\u2066a\u2069", "\u2067", "\u2068", "\u200b", "\u200d",
+             "\ufeff", "\u200e", "\u061c", "\U000e0041", "\u2028"]
+#: Other odd text: wide, combining, long without spaces.
+ODD = ["日本語", "e\u0301", "🙂", "x" * 3000, " ", "", "\t", "\n\n"]
 
-FRAGMENTS = ESCAPES + MARKUP + ODD
+FRAGMENTS = ESCAPES + MARKUP + HTML + INVISIBLE + ODD
 
 #: Strategy names the schema allows that are not identifiers.
 STRATEGY_NAMES = ["my draft", "draft.v2", "dräft", "#x", "1st", "-", "a" * 200,

@@ -5,10 +5,25 @@ Token ``n`` always reads as the text ``" w<n>"``, so a test can predict any text
 
 from __future__ import annotations
 
+import copy
+
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Done, Prefill, Round, Trace
 from specdeck.sessions.session import Session, build_document, session_from_document
 
+
+#: A program that runs specdeck's command line (its arguments) where mlx, mlx-lm and
+#: mlx-optiq cannot be imported: replay, diff and export must need none of them.
+NO_MLX = """
+import importlib.abc, sys
+class NoMlx(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in ("mlx", "mlx_lm", "optiq"):
+            raise ModuleNotFoundError(f"No module named {name!r}")
+sys.meta_path.insert(0, NoMlx())
+from specdeck.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
 
 MACHINE = {"chip": "Test CPU", "os": "Linux 6.1", "machine": "x86_64", "python": "3.11",
            "memory_bytes": 2**34, "cpu_count": 2, "device": "Device(cpu, 0)", "blas": None,
@@ -69,8 +84,10 @@ def config(strategies: list[str], **settings) -> dict:
 
 def document(traces: dict[str, Trace], requested: list[str] | None = None,
              machine: dict | None = None, **settings) -> dict:
+    """A session document with a machine of its own: a test that edits it (the hostile
+    ones do) changes no other test's."""
     return build_document(config(requested or list(traces), **settings),
-                          machine or MACHINE, traces)
+                          copy.deepcopy(machine or MACHINE), traces)
 
 
 def session(traces: dict[str, Trace], **settings) -> Session:
