@@ -73,8 +73,11 @@ def test_the_verdict_says_who_drafted_what_mlx_lm_would_keep_and_why_this_k() ->
         "schedule: +2 after a round kept whole, -1 after one that was not)")
     stopped = _round(length=LengthChoice("pmin", 16, "p_min", p_min=0.6, stopped=0.41))
     assert verdict("draft", stopped, 4, 10).split("\n")[2] == (
-        "pmin stopped drafting where the draft's top probability fell to 0.41, under 0.6 "
-        "(llama.cpp's --draft-p-min)")
+        "pmin drafted 3, then stopped drafting where the draft's top probability fell to "
+        "0.41, under 0.6 (llama.cpp's --draft-p-min)")
+    unsure = replace(stopped, drafted=[], accepted=0, tokens=[8], rejected_pieces=[])
+    assert verdict("draft", unsure, 4, 10).split("\n")[2].startswith(
+        "pmin stopped drafting where the draft's top probability fell to 0.41")
     assert verdict("draft", _round(), 4, 10).count("\n") == 1  # a fixed k: nothing to say
 
 

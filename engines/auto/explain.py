@@ -10,8 +10,9 @@ from __future__ import annotations
 from collections import Counter
 
 from specdeck.engines.auto.adaptive import RULES, AutoLength
+from specdeck.engines.auto.grow import START
 from specdeck.engines.core.config import MAX_DRAFT_TOKENS
-from specdeck.engines.core.events import LengthChoice, Round
+from specdeck.engines.core.events import Round
 from specdeck.engines.core.formatting import times
 from specdeck.engines.measure.calibration import Calibration
 
@@ -20,8 +21,9 @@ def drafts(k: int) -> str:
     return f"{k} draft{'' if k == 1 else 's'}"
 
 
-def auto_words(choice: LengthChoice) -> str:
-    """Why ``auto`` chose ``choice.k``."""
+def auto_words(event: Round) -> str:
+    """Why ``auto`` chose the round's k."""
+    choice = event.length
     k = choice.k
     if choice.why == "time":
         return ("auto chose a plain step: it times plain steps to price drafting rounds "
@@ -38,26 +40,31 @@ def auto_words(choice: LengthChoice) -> str:
     why = {"best": "",
            "explore": (f"; exploring: a neighbour of the best k, tried every "
                        f"{RULES.explore_every} rounds to keep its estimates honest"),
-           "try": ("; trying drafting from plain steps, where nothing else judges drafts "
-                   "(each try that finds nothing doubles the wait for the next)")}
+           "try": ("; a try from plain steps: a drafting round now and then, to judge "
+                   "drafts and time them (the draft's guesses, where it makes any, judge "
+                   "without timing); each try that leaves it at plain steps doubles the "
+                   "wait for the next")}
     return f"auto chose {drafts(k)}{expects}{why.get(choice.why, '')}"
 
 
-def pmin_words(choice: LengthChoice) -> str:
+def pmin_words(event: Round) -> str:
     """Why ``pmin`` drafted what it did."""
+    choice, drafted = event.length, len(event.drafted)
     threshold = f"{choice.p_min:g}"
     if choice.stopped is None:
         return (f"pmin drafted while the draft's top probability was {threshold} or more, "
                 f"up to {drafts(choice.k)} (llama.cpp's --draft-p-min)")
-    return (f"pmin stopped drafting where the draft's top probability fell to "
+    after = f"drafted {drafted}, then " if drafted else ""
+    return (f"pmin {after}stopped drafting where the draft's top probability fell to "
             f"{choice.stopped:.2f}, under {threshold} (llama.cpp's --draft-p-min)")
 
 
-def grow_words(choice: LengthChoice) -> str:
-    """Why ``grow`` chose ``choice.k``."""
+def grow_words(event: Round) -> str:
+    """Why ``grow`` chose the round's k."""
+    choice = event.length
     rule = "transformers' schedule: +2 after a round kept whole, -1 after one that was not"
-    why = {"start": "its start (5; transformers starts at 20, and keeps the count from one "
-                    "generation to the next)",
+    why = {"start": (f"its start ({START}; transformers starts at 20, and keeps the count "
+                     "from one generation to the next)"),
            "grew": "the round before last kept every draft",
            "shrank": "the round before last had a draft rejected"}[choice.why]
     return f"grow chose {drafts(choice.k)}: {why} ({rule})"
@@ -71,7 +78,7 @@ def choice_words(event: Round) -> str | None:
     choice = event.length
     if choice is None or choice.policy not in WORDS:
         return None
-    return WORDS[choice.policy](choice) + cut_words(event)
+    return WORDS[choice.policy](event) + cut_words(event)
 
 
 def cut_words(event: Round) -> str:
