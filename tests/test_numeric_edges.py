@@ -86,9 +86,9 @@ def test_a_stall_timeout_is_a_number_of_seconds(value, capsys) -> None:
 @pytest.mark.parametrize(("args", "needle"), [
     (["--strategies", ""], "choose at least one strategy to sweep"),
     (["--strategies", " , "], "choose at least one strategy to sweep"),
-    (["-k", ""], "expected comma-separated whole numbers or auto, got ''"),
-    (["-k", ",,"], "expected comma-separated whole numbers or auto, got ',,'"),
-    (["--depth", ","], "expected comma-separated whole numbers or auto"),
+    (["-k", ""], "expected comma-separated whole numbers, auto, grow or pmin:P, got ''"),
+    (["-k", ",,"], "expected comma-separated whole numbers, auto, grow or pmin:P, got ',,'"),
+    (["--depth", ","], "expected comma-separated whole numbers, auto, grow or pmin:P"),
     (["--ngram", ""], "expected comma-separated integers"),
     (["--temp", ","], "expected comma-separated numbers"),
     (["--reps", str(10**9)], "--reps must be from 1 to 100"),

@@ -11,7 +11,7 @@ from collections import Counter
 
 from specdeck.engines.auto.adaptive import RULES, AutoLength
 from specdeck.engines.auto.grow import START
-from specdeck.engines.core.config import MAX_DRAFT_TOKENS
+from specdeck.engines.core.config import MAX_DRAFT_TOKENS, MAX_MTP_DEPTH
 from specdeck.engines.core.events import Round
 from specdeck.engines.core.formatting import times
 from specdeck.engines.measure.calibration import Calibration
@@ -137,7 +137,8 @@ def usual(counts: Counter) -> int:
 def auto_estimate_line(calibration: Calibration, proposer: str) -> str:
     """What ``auto`` takes from this machine's calibration, said before a run: that it
     prices its first rounds by it, and where it would start."""
-    policy = AutoLength(MAX_DRAFT_TOKENS, calibration.drafting_costs(proposer))
+    most = MAX_MTP_DEPTH if proposer == "mtp" else MAX_DRAFT_TOKENS
+    policy = AutoLength(most, calibration.drafting_costs(proposer))
     first = policy.choose()
     at = f"{RULES.prior_rate:.0%} acceptance"
     start = (f"k={first.k} (predicted {times(first.tokens / first.cost)} a plain step at "
