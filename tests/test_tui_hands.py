@@ -21,7 +21,7 @@ from specdeck.engines.core.requests import CompareRequest
 from specdeck.engines.core.stats import speedup
 from specdeck.sessions.session import load_session, save_document
 from specdeck.tui.app import SpecdeckApp
-from specdeck.tui.sources import ReplaySource
+from specdeck.tui.sources import LiveSource, ReplaySource
 from specdeck.tui.commands import STRATEGY_PRESETS, SpecdeckCommands
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.pane import StrategyPane
@@ -445,7 +445,7 @@ async def test_the_palette_offers_specdecks_actions_and_presets(tiny_family):
         BINDINGS = SpecdeckApp.BINDINGS + [
             Binding("y", "bell", "Bell", tooltip="ring the bell", id="test.bell")]
 
-    app = WithBell(live_request(tiny_family), save_sessions=False)
+    app = WithBell(LiveSource(live_request(tiny_family)), save_sessions=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         commands = {c.title: c for c in SpecdeckCommands(app.screen).commands()}
