@@ -40,6 +40,7 @@ from specdeck.export.page_data import session_page  # noqa: E402
 from specdeck.export.still import race_svg  # noqa: E402
 from specdeck.sessions.session import load_session  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
+from specdeck.tui.sources import ReplaySource  # noqa: E402
 
 SESSION = ROOT / "sessions" / "examples" / "code-all-strategies.json"
 #: The browser window the page is photographed in: the four panes and a round's detail.
@@ -52,7 +53,7 @@ COST_VIEW_SIZE = (120, 37)
 async def render_cost_view_svg() -> str:
     """The cost view of the k = 16 example: survival per position against the cost line."""
     session = load_session(ROOT / "sessions" / "examples" / "code-draft-k16.json")
-    app = SpecdeckApp(traces=session.traces, settings=session.settings,
+    app = SpecdeckApp(ReplaySource(session.traces, session.settings),
                       wall_clock=lambda: 0.0, title="sessions/examples/code-draft-k16.json")
     async with app.run_test(size=COST_VIEW_SIZE) as pilot:
         await pilot.pause()

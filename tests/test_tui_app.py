@@ -551,7 +551,7 @@ def test_each_pane_title_names_the_settings_that_define_its_strategy() -> None:
 
 def test_the_sessions_list_says_each_setting_once_and_whose_when_two_differ() -> None:
     from specdeck.sessions.store import SessionSummary
-    from specdeck.tui.session_browser import setup
+    from specdeck.tui.session_preview import setup
 
     def column(**settings) -> str:
         strategies = dict.fromkeys(("plain", "draft", "ngram", "chain"), {})
