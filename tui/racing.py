@@ -24,8 +24,8 @@ def _clause(v: Verdict, first: bool, brief: bool) -> str:
     else:
         what = " accepted" if brief else " of its drafts accepted"
         drafts = percent(v.acceptance) + (what if first else "" if brief else " accepted")
-    if brief:
-        return f"{name} {v.outcome} {ratio}, {drafts}"
+    if brief:  # a run that drafted nothing neither won nor lost by its guesses
+        return f"{name} {'' if v.acceptance is None else v.outcome + ' '}{ratio}, {drafts}"
     if v.outcome == "tied":
         return f"{name} tied with plain at {ratio} (within the noise), {drafts}"
     return f"{name} {v.outcome} at {ratio}{' plain' if first else ''}, {drafts}"
