@@ -374,7 +374,7 @@ async def test_race_replays_in_sync_from_each_start(tiny_family):
         first, second = sorted(ends, key=ends.get)
         assert app.pane(first).status.startswith("1st · finished at ")
         assert app.pane(second).status.startswith("2nd · finished at ")
-        assert app.status_text.startswith(f"race finished: 1st {first} ")
+        assert app.status_text.startswith("race finished: draft ")  # against plain
 
 
 @run_async
