@@ -80,7 +80,6 @@ def status_rows(app) -> list[str]:
 async def test_the_examples_race_ends_saying_why_ngram_won_and_draft_lost(size):
     """``specdeck replay`` of the picture's session: the status line's sentence, whole,
     with the ngram pane's own speedup and acceptance; one row at 80x24."""
-    session = load_session(EXAMPLE)
     app = replay_of(EXAMPLE)  # with the measured repeats, as `specdeck replay`
     async with app.run_test(size=size) as pilot:
         await raced(app, pilot)
