@@ -45,10 +45,13 @@ from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E4
 
 import specdeck.engines as this_engines  # noqa: E402
 from revisions import engines_at  # noqa: E402
-from specdeck.engines.core.config import DecodeSettings  # noqa: E402
+from specdeck.engines.core.config import DTYPES, DecodeSettings  # noqa: E402
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
 from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
 
+#: What the playground records per position for its inspector (tui/app.py, not imported:
+#: it would pull in the TUI).
+INSPECTOR_ALTERNATIVES = 5
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
 
@@ -99,14 +102,14 @@ def module_of(engines: ModuleType, name: str) -> ModuleType:
     raise ModuleNotFoundError(f"none of {', '.join(tried)}")
 
 
-def plain_steps_loop(engines: ModuleType, models: Models, n: int) -> Callable[[], int]:
+def plain_steps_loop(engines: ModuleType, models: Models, ids: list[int],
+                     n: int) -> Callable[[], int]:
     """The speculative loop of ``engines`` (this tree's or a revision's) drafting
     nothing: prompt lookup whose match would need more tokens than any run holds, so
     every round is a plain step, as auto's plain steps and an unmatched lookup are."""
     names = {"speculative": "decode.speculative", "ngram": "proposers.ngram",
              "lengths": "auto.length|auto.draft_length", "sampling": "decode.sampling"}
     parts = {key: module_of(engines, name) for key, name in names.items()}
-    ids = models.target.tokenizer.encode(PROMPT)
     settings = DecodeSettings(max_tokens=n, stop_at_eos=False)
 
     def run() -> int:
@@ -116,12 +119,14 @@ def plain_steps_loop(engines: ModuleType, models: Models, n: int) -> Callable[[]
     return run
 
 
-def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
-    """Each loop of ``PAIRS`` on ``models`` and ``PROMPT``: a call runs it for ``n``
-    tokens (k drafts a round) and returns the tokens it made."""
-    ids = models.target.tokenizer.encode(PROMPT)
+def loops(models: Models, ids: list[int], n: int, k: int,
+          alternatives: int) -> dict[str, Callable[[], int]]:
+    """Each loop of ``PAIRS`` on ``models`` and the prompt ``ids``: a call runs it for
+    ``n`` tokens (k drafts a round; ``alternatives`` recorded per position, as the app's
+    inspector asks) and returns the tokens it made."""
     prompt = mx.array(ids)
-    settings = DecodeSettings(max_tokens=n, num_draft_tokens=k, stop_at_eos=False)
+    settings = DecodeSettings(max_tokens=n, num_draft_tokens=k, stop_at_eos=False,
+                              alternatives=alternatives)
 
     def ours(name: str) -> Callable[[], int]:
         return lambda: made(run_strategy(name, models, ids, settings))
@@ -135,7 +140,7 @@ def loops(models: Models, n: int, k: int) -> dict[str, Callable[[], int]]:
 
     return {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
             "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain,
-            "plain steps": plain_steps_loop(this_engines, models, n)}
+            "plain steps": plain_steps_loop(this_engines, models, ids, n)}
 
 
 def timed(fn: Callable[[], int]) -> float:
@@ -160,6 +165,15 @@ def main() -> None:
     parser.add_argument("-k", type=int, default=2)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--reps", type=int, default=15)
+    parser.add_argument("--dtype", choices=DTYPES, default="fast",
+                        help="fast: half-precision weights cast to float32 on the CPU "
+                             "backend; native: as stored, as mlx_lm generate runs them")
+    parser.add_argument("--alternatives", type=int, default=0,
+                        help="top alternatives specdeck records per position (the app: "
+                             f"{INSPECTOR_ALTERNATIVES})")
+    parser.add_argument("--prompts", metavar="NAMES",
+                        help="comma-separated prompts of bench/held_out/ (default: one "
+                             "code prompt); each repetition runs every loop on each")
     parser.add_argument("--against", metavar="REV",
                         help="also time the loop's plain steps as at this git revision")
     args = parser.parse_args()
@@ -167,24 +181,36 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         target_dir, draft_dir = model_pair(args.target, args.draft, args.size, Path(tmp))
         store = ModelStore()
-        models = Models(store.get(str(target_dir)), store.get(str(draft_dir)))
+        models = Models(store.get(str(target_dir), dtype=args.dtype),
+                        store.get(str(draft_dir), dtype=args.dtype))
         n = args.tokens
-        runs = loops(models, n, args.k)
+        texts = ([(ROOT / "bench" / "held_out" / f"{name}.txt").read_text()
+                  for name in args.prompts.split(",")] if args.prompts else [PROMPT])
+        then = f"plain steps ({args.against})"
+        engines = engines_at(args.against, Path(tmp)) if args.against else None
+        runs: dict[str, list[Callable[[], int]]] = {}
+        for text in texts:
+            ids = models.target.tokenizer.encode(text)
+            for name, fn in loops(models, ids, n, args.k, args.alternatives).items():
+                runs.setdefault(name, []).append(fn)
+            if engines is not None:
+                runs.setdefault(then, []).append(plain_steps_loop(engines, models, ids, n))
         pairs = PAIRS
         if args.against:
-            then = f"plain steps ({args.against})"
-            runs[then] = plain_steps_loop(engines_at(args.against, Path(tmp)), models, n)
             pairs += ((then, "mlx-lm plain"), ("plain steps", then))
         names = list(runs)
-        for fn in runs.values():  # warm-up
-            fn()
+        for fns in runs.values():  # warm-up
+            fns[0]()
+        # results[name][rep * prompts + prompt]: paired across names by position.
         results: dict[str, list[float]] = {name: [] for name in runs}
         for rep in range(args.reps):
-            turn = rep % len(names)
-            for name in names[turn:] + names[:turn]:
-                results[name].append(timed(runs[name]))
+            for p in range(len(texts)):
+                turn = (rep + p) % len(names)
+                for name in names[turn:] + names[:turn]:
+                    results[name].append(timed(runs[name][p]))
 
-    print(f"models: {target_dir.name} + {draft_dir.name}, k={args.k}, {n} tokens, "
+    print(f"models: {target_dir.name} + {draft_dir.name} ({args.dtype}), k={args.k}, "
+          f"{n} tokens, {len(texts)} prompt(s), {args.alternatives} alternatives, "
           f"{args.reps} interleaved repetitions, device {mx.default_device()}")
     for name, values in results.items():
         q1, med, q3 = quartiles(values)

@@ -38,7 +38,9 @@ from specdeck.engines.core.requests import CompareRequest  # noqa: E402
 from specdeck.engines.core.config import DecodeSettings  # noqa: E402
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
 from specdeck.engines.core.stats import compute_stats  # noqa: E402
+from specdeck.hosts.engine import ThreadHost  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
+from specdeck.tui.sources import LiveSource  # noqa: E402
 from specdeck.tui.token_view import TokenView  # noqa: E402
 from specdeck.testing.pilot import settle  # noqa: E402
 from specdeck.testing.traces import words  # noqa: E402
@@ -51,7 +53,8 @@ async def app_run(request: CompareRequest, store: ModelStore | None, strategy: s
     """Tokens/s of ``strategy`` measured inside the app (in its engine process, or with
     ``store`` in a thread of its own), and the UI thread's CPU use meanwhile (CPU seconds
     per wall second)."""
-    app = SpecdeckApp(request, store=store, in_process=store is not None, save_sessions=False)
+    host = (lambda post: ThreadHost(post, store)) if store is not None else None
+    app = SpecdeckApp(LiveSource(request), host=host, save_sessions=False)
     async with app.run_test(size=(160, 48)) as pilot:
         await settle(app, pilot)
         wall, cpu = time.perf_counter(), time.thread_time()

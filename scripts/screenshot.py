@@ -1,14 +1,16 @@
-"""Render the README's pictures: a real run on the demo family at the end of its race;
-the cost view ("why this k") of a real k = 16 run of the demo family
-(``sessions/examples/code-draft-k16.json``); and that run's exported web page, a rejected
-draft's round open (``docs/export.png``).
+"""Render the README's pictures: a real run of the smollm2 family at the end of its race,
+a rejected draft's round open in the inspector; the cost view ("why this k") of a real
+k = 16 run of the demo family (``sessions/examples/code-draft-k16.json``); and the
+exported page of the demo family's run of every strategy, a rejected draft's round open
+(``docs/export.png``).
 
-The run is ``sessions/examples/code-all-strategies.json``, recorded by ``specdeck compare
---strategies plain,draft,mtp,ngram`` on the built-in demo models. Its picture is what
-``specdeck export sessions/examples/code-all-strategies.json --svg docs/screenshot.svg``
-writes (the same function): the app replays it at a fixed terminal size, its race clock
-held, so the picture is the same on every run. Textual exports an SVG, and the PNG the
-README shows is drawn from it by
+The run is ``sessions/examples/rewrite-smollm2.json``, recorded by ``specdeck --family
+smollm2 compare --headless --strategies plain,draft,ngram --prompt chat_rewrite
+--max-tokens 128 --alternatives 5`` (what bare ``specdeck`` opens on). Its picture is what
+``specdeck export sessions/examples/rewrite-smollm2.json --svg docs/screenshot.svg
+--inspect draft:64`` writes (the same function): the app replays it at a fixed terminal
+size, its race clock held, so the picture is the same on every run. Textual exports an
+SVG, and the PNG the README shows is drawn from it by
 headless Chromium where one is installed (Debian: ``apt-get install
 chromium-headless-shell``), which renders Textual's SVGs faithfully (Fira Code from
 ``fonts-firacode``). Without one, cairosvg (the ``docs`` extra: ``pip install -e
@@ -40,8 +42,11 @@ from specdeck.export.page_data import session_page  # noqa: E402
 from specdeck.export.still import race_svg  # noqa: E402
 from specdeck.sessions.session import load_session  # noqa: E402
 from specdeck.tui.app import SpecdeckApp  # noqa: E402
+from specdeck.tui.sources import ReplaySource  # noqa: E402
 
-SESSION = ROOT / "sessions" / "examples" / "code-all-strategies.json"
+SESSION = ROOT / "sessions" / "examples" / "rewrite-smollm2.json"
+#: The exported page's run: four panes, the demo family.
+PAGE_SESSION = ROOT / "sessions" / "examples" / "code-all-strategies.json"
 #: The browser window the page is photographed in: the four panes and a round's detail.
 PAGE_WINDOW = (1700, 1250)
 #: Tall enough for the summary and every position of k = 16; the Braille chart below
@@ -52,7 +57,7 @@ COST_VIEW_SIZE = (120, 37)
 async def render_cost_view_svg() -> str:
     """The cost view of the k = 16 example: survival per position against the cost line."""
     session = load_session(ROOT / "sessions" / "examples" / "code-draft-k16.json")
-    app = SpecdeckApp(traces=session.traces, settings=session.settings,
+    app = SpecdeckApp(ReplaySource(session.traces, session.settings),
                       wall_clock=lambda: 0.0, title="sessions/examples/code-draft-k16.json")
     async with app.run_test(size=COST_VIEW_SIZE) as pilot:
         await pilot.pause()
@@ -83,8 +88,8 @@ def chromium_png(svg: Path, png: Path, chromium: str) -> None:
 
 
 def page_png(png: Path, chromium: str) -> bool:
-    """Photograph the exported page of ``SESSION`` with a rejected draft's round open;
-    False where selenium or chromedriver is missing."""
+    """Photograph the exported page of ``PAGE_SESSION`` with a rejected draft's round
+    open; False where selenium or chromedriver is missing."""
     try:
         from selenium import webdriver
         from selenium.webdriver.chrome.service import Service
@@ -93,9 +98,9 @@ def page_png(png: Path, chromium: str) -> bool:
     driver_path = shutil.which("chromedriver")
     if driver_path is None:
         return False
-    title = f"specdeck: {SESSION.name}"
+    title = f"specdeck: {PAGE_SESSION.name}"
     page = png.with_suffix(".html")
-    page.write_bytes(render_page(session_page(load_session(SESSION), title), title))
+    page.write_bytes(render_page(session_page(load_session(PAGE_SESSION), title), title))
     options = webdriver.ChromeOptions()
     options.binary_location = shutil.which("chromium") or chromium
     for flag in ("--headless=new", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
@@ -142,7 +147,7 @@ def main() -> int:
         chromium = None
     out = ROOT / "docs"
     out.mkdir(exist_ok=True)
-    pictures = (("screenshot", lambda: race_svg(load_session(SESSION))),
+    pictures = (("screenshot", lambda: race_svg(load_session(SESSION), inspect=("draft", None))),
                 ("cost-view", lambda: asyncio.run(render_cost_view_svg())))
     for name, render in pictures:
         svg, png = out / f"{name}.svg", out / f"{name}.png"

@@ -27,6 +27,7 @@ from specdeck.sessions.session import SessionError, save_document, session_from_
 from specdeck.sessions.sweep_file import sweep_from_document
 from specdeck.testing.pilot import run_async
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.tui.speedup_chart import _LABEL, SpeedupChart
 from specdeck.tui.sweep_view import SweepApp
 from specdeck.tui.terminal import run_app_to_the_end
@@ -78,8 +79,8 @@ def test_sessions_with_no_strategies_or_no_rounds_race_and_open_every_screen(doc
 
     @run_async
     async def run() -> None:
-        app = SpecdeckApp(traces=session.traces, settings=session.settings,
-                          prompt=session.prompt, wall_clock=time.monotonic)
+        app = SpecdeckApp(ReplaySource(session.traces, session.settings, session.prompt),
+                          wall_clock=time.monotonic)
         async with app.run_test(size=SIZE) as pilot:
             await tour(app, pilot)
 

@@ -123,7 +123,9 @@ def test_what_chain_loads(tiny_family, store) -> None:
                      greedy()).send(None)
 
 
-SAMPLING = Sampling(temperature=0.9, top_k=30)
+#: Cold enough that the tiny models' p and q are peaked, apart: the model's drafts judged
+#: against a wrong q (log q = 0) fail this test here, and passed 400 runs at 0.9 and 0.5.
+SAMPLING = Sampling(temperature=0.2, top_k=30)
 
 
 @pytest.mark.parametrize("prompt", [COPY, FRESH])

@@ -46,8 +46,8 @@ def test_compare_without_prompt_uses_the_default_prompt_headless_and_in_the_app(
     import specdeck.tui
 
     opened = []
-    monkeypatch.setattr(specdeck.tui, "run_app", lambda request, **kw: opened.append(request)
-                        or [])
+    monkeypatch.setattr(specdeck.tui, "run_app",
+                        lambda source, **kw: opened.append(source.request) or [])
     assert main(["compare", *models]) == 0
     assert opened[0].prompt == get_prompt().text
 

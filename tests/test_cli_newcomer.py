@@ -121,7 +121,7 @@ def test_bare_specdeck_and_compare_family_open_on_the_familys_prompt(
     fetched_smollm2(tiny_family, tmp_path)
     opened = []
     monkeypatch.setattr(specdeck.tui, "run_app",
-                        lambda request, **kw: opened.append(request) or [])
+                        lambda source, **kw: opened.append(source.request) or [])
     assert main([]) == 0
     assert main(["compare", "--family", "smollm2"]) == 0
     assert main(["compare", "--family", "demo"]) == 0

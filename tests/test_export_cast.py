@@ -51,7 +51,7 @@ def test_the_cast_plays_the_race_for_as_long_as_the_app_races_it(tmp_path) -> No
     assert abs(get_duration(str(out)) / race - 1) < 0.05
     assert "shown 14.4x slower than real time" in "".join(text for _, _, text in events)
     screen = played(out, 120, 30, until="race finished")
-    assert "race finished: 1st draft" in screen[1]
+    assert "race finished: draft won at 1.24x plain" in screen[1]
     assert "draft k=4" in screen[4] and "1st · finished at" in "".join(screen)
 
 
@@ -96,7 +96,7 @@ def test_the_svg_is_the_finished_race(tmp_path) -> None:
     out = tmp_path / "race.svg"
     assert main(["export", str(EXAMPLE), "--svg", str(out)]) == 0
     svg = out.read_text(encoding="utf-8").replace("&#160;", " ")
-    assert svg.startswith("<svg") and "race finished: 1st draft" in svg
+    assert svg.startswith("<svg") and "race finished: draft won at 1.24x plain" in svg
     assert "1st · finished at" in svg and "2nd · finished at" in svg
 
 

@@ -27,6 +27,7 @@ from specdeck.cli import main
 from specdeck.sessions.session import save_document, session_from_document
 from specdeck.sessions.sweep_file import sweep_from_document
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.diff_screen import DiffScreen
 from specdeck.tui.glossary_screen import GlossaryScreen
@@ -163,7 +164,7 @@ def test_models_lists_hostile_names_literally(tmp_path, capsys) -> None:
 
 def replay(text: str, names: list[str]) -> SpecdeckApp:
     session = session_from_document(hostile_document(text, names))
-    return SpecdeckApp(traces=session.traces, settings=session.settings,
+    return SpecdeckApp(ReplaySource(session.traces, session.settings),
                        title=f"replay: {text}.json", wall_clock=lambda: 0.0)
 
 

@@ -13,6 +13,7 @@ import pytest
 from helpers.sessions import plain_trace, session
 from specdeck.sessions.diff import diff_sessions, token_opcodes
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.tui.token_view import TokenView
 from specdeck.testing.pilot import run_async
 
@@ -41,7 +42,7 @@ def test_wrapping_a_2_mb_piece_is_linear(text) -> None:
 
 @run_async
 async def test_the_app_shows_a_2_mb_piece_and_quits_at_once():
-    app = SpecdeckApp(traces=with_a_huge_piece("y" * 2_000_000), wall_clock=lambda: 0.0)
+    app = SpecdeckApp(ReplaySource(with_a_huge_piece("y" * 2_000_000)), wall_clock=lambda: 0.0)
     started = time.perf_counter()
     async with app.run_test(size=SIZE) as pilot:
         app.seek_race(1e9)

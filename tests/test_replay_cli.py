@@ -83,13 +83,14 @@ def test_greedy_draft_equals_plain_in_one_line(recorded, capsys) -> None:
 def test_replay_opens_the_app_on_the_saved_traces(recorded, monkeypatch) -> None:
     from specdeck import tui
     opened = {}
-    monkeypatch.setattr(tui, "run_app", lambda **kwargs: opened.update(kwargs))
+    monkeypatch.setattr(tui, "run_app",
+                        lambda source, **kwargs: opened.update(kwargs, source=source))
     path, traces = recorded
     assert main(["replay", str(path)]) == 0
-    assert {n: t.events for n, t in opened["traces"].items()} == {
+    assert {n: t.events for n, t in opened["source"].traces.items()} == {
         n: t.events for n, t in traces.items()}
-    assert opened["settings"] == DecodeSettings(max_tokens=24, num_draft_tokens=3, alternatives=3,
-                                                 stop_at_eos=False)
+    assert opened["source"].settings == DecodeSettings(
+        max_tokens=24, num_draft_tokens=3, alternatives=3, stop_at_eos=False)
     assert opened["title"] == "replay: run.json"
 
 

@@ -18,13 +18,12 @@ from pathlib import Path
 import pytest
 
 import specdeck.hosts.launch as launch
-from helpers.app import SIZE, make_request
+from helpers.app import SIZE, live_app, make_request
 from specdeck.cli import main
 from specdeck.engines.core.requests import GroupSpec
 from specdeck.hosts import engine
 from specdeck.hosts.engine import RunEnded
 from specdeck.testing.pilot import run_async, until
-from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.messages import FromEngine
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -191,7 +190,7 @@ def test_cancelling_after_the_engine_died_says_nothing_was_saved(tiny_family, tm
 
     @run_async
     async def run() -> None:
-        app = SpecdeckApp(make_request(tiny_family), in_process=True, sessions_dir=tmp_path)
+        app = live_app(make_request(tiny_family), sessions_dir=tmp_path)
         async with app.run_test(size=SIZE) as pilot:
             await until(pilot, lambda: app.phase.streaming and app.run_id > 0)
             await pilot.press("c")

@@ -21,6 +21,7 @@ from specdeck.engines.core.requests import CompareRequest
 from specdeck.engines.core.stats import speedup
 from specdeck.sessions.session import load_session, save_document
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import LiveSource, ReplaySource
 from specdeck.tui.commands import STRATEGY_PRESETS, SpecdeckCommands
 from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.pane import StrategyPane
@@ -356,7 +357,7 @@ async def test_the_browser_lists_sweeps_examples_and_each_runs_k(sessions_dir):
     examples = sessions_dir / "examples"
     examples.mkdir()
     save_document(examples / "shipped.json", document(sample_traces()))
-    app = SpecdeckApp(traces=demo_traces(), wall_clock=lambda: 0.0)
+    app = SpecdeckApp(ReplaySource(demo_traces()), wall_clock=lambda: 0.0)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("o")
         await pilot.pause()
@@ -398,7 +399,7 @@ async def test_the_browser_lists_sweeps_examples_and_each_runs_k(sessions_dir):
 async def test_an_empty_sessions_folder_points_to_the_examples(sessions_dir):
     (sessions_dir / "examples").mkdir()
     save_document(sessions_dir / "examples" / "shipped.json", document(sample_traces()))
-    app = SpecdeckApp(traces=demo_traces(), wall_clock=lambda: 0.0)
+    app = SpecdeckApp(ReplaySource(demo_traces()), wall_clock=lambda: 0.0)
     async with app.run_test(size=(160, 45)) as pilot:
         await pilot.press("o")
         await pilot.pause()
@@ -445,7 +446,7 @@ async def test_the_palette_offers_specdecks_actions_and_presets(tiny_family):
         BINDINGS = SpecdeckApp.BINDINGS + [
             Binding("y", "bell", "Bell", tooltip="ring the bell", id="test.bell")]
 
-    app = WithBell(live_request(tiny_family), save_sessions=False)
+    app = WithBell(LiveSource(live_request(tiny_family)), save_sessions=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         commands = {c.title: c for c in SpecdeckCommands(app.screen).commands()}
@@ -466,7 +467,7 @@ async def test_the_screenshot_command_saves_where_it_can_and_says_where(
         sessions_dir, monkeypatch, tmp_path):
     monkeypatch.setenv("HOME", str(tmp_path / "home-without-downloads"))
     notes: list[str] = []
-    app = SpecdeckApp(traces=demo_traces(), wall_clock=lambda: 0.0)
+    app = SpecdeckApp(ReplaySource(demo_traces()), wall_clock=lambda: 0.0)
     app.notify = lambda message, **_: notes.append(message)
     async with app.run_test(size=(120, 40)) as pilot:
         await pilot.pause()

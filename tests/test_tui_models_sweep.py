@@ -22,6 +22,7 @@ from specdeck.cli import main
 from specdeck.sessions.session import load_session
 from specdeck.sessions.sweep_file import cell_row, load_sweep
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.tui.model_picker import catalog_dirs
 from specdeck.sessions.chart import speedup_chart_svg
 from specdeck.tui.speedup_chart import AUTO_LEVEL, BREAK_EVEN, plot_speedups
@@ -140,9 +141,10 @@ def strip_text(pane) -> str:
 
 @run_async
 async def test_a_replay_shows_each_panes_estimate_next_to_its_peak():
-    app = SpecdeckApp(traces=demo_traces(), settings=DecodeSettings(num_draft_tokens=3),
-                      memory_estimates={"plain": 175 * 2**20, "draft": int(12.34 * 2**20)},
-                      wall_clock=lambda: 0.0)
+    app = SpecdeckApp(ReplaySource(
+        demo_traces(), DecodeSettings(num_draft_tokens=3),
+        memory_estimates={"plain": 175 * 2**20, "draft": int(12.34 * 2**20)},
+    ), wall_clock=lambda: 0.0)
     async with app.run_test(size=(160, 48)) as pilot:
         await pilot.pause()
         app.seek_race(60.0)  # the end: Done carries the peak
@@ -162,9 +164,9 @@ def test_a_sessions_recorded_estimates_reach_the_app(tmp_path, monkeypatch):
     path.write_bytes(orjson.dumps(doc))
     assert load_session(path).memory_estimates == {"plain": 1_000, "draft": 2_000}
     opened = {}
-    monkeypatch.setattr(tui, "run_app", lambda **kwargs: opened.update(kwargs))
+    monkeypatch.setattr(tui, "run_app", lambda source, **kw: opened.update(source=source))
     assert main(["replay", str(path)]) == 0
-    assert opened["memory_estimates"] == {"plain": 1_000, "draft": 2_000}
+    assert opened["source"].memory_estimates == {"plain": 1_000, "draft": 2_000}
 
 
 @run_async

@@ -10,8 +10,9 @@ import pytest
 
 from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.tui.help_screen import HelpScreen
-from helpers.app import inside, make_request, raced, replay_of, shows
+from helpers.app import inside, live_app, make_request, raced, replay_of, shows
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 SIZES = [(80, 24), (160, 45), (220, 60)]
@@ -131,9 +132,8 @@ async def test_quit_is_whole_on_the_footer_after_a_live_run(tiny_family):
     """At 160x45 after a live run the footer read ``[ ] k∓1  q▏^p palette``: it had been
     fitted before its key groups were laid out, counted them as nothing, and showed every
     key, the palette's over Quit's word."""
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8,
-                                   strategies=("plain", "draft", "ngram")),
-                      in_process=True, save_sessions=False)
+    app = live_app(make_request(tiny_family, max_tokens=8,
+                                strategies=("plain", "draft", "ngram")), save_sessions=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         await pilot.pause(0.3)
@@ -145,8 +145,7 @@ async def test_quit_is_whole_on_the_footer_after_a_live_run(tiny_family):
 async def test_a_cancelled_run_says_where_it_was_saved_at_80x24(tiny_family, tmp_path):
     """At 80x24 the status line read ``cancelled · partial session saved to…``, the path
     cut and no toast: the line says it in fewer words and a toast gives the path."""
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=3000), in_process=True,
-                      sessions_dir=tmp_path)
+    app = live_app(make_request(tiny_family, max_tokens=3000), sessions_dir=tmp_path)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await until(pilot, lambda: any(p.events for p in app.panes), seconds=60)
         await pilot.press("c")
@@ -165,8 +164,9 @@ async def test_plains_strip_shows_how_far_its_two_timings_were_apart(size):
     from specdeck.sessions.session import load_session
 
     session = load_session(EXAMPLES / "code-all-strategies.json")
-    app = SpecdeckApp(traces=session.traces, settings=session.settings,
-                      measured={"plain": [100.0, 900.0]}, wall_clock=lambda: 0.0)
+    app = SpecdeckApp(ReplaySource(session.traces, session.settings,
+                                   measured={"plain": [100.0, 900.0]}),
+                      wall_clock=lambda: 0.0)
     async with app.run_test(size=size) as pilot:
         await raced(app, pilot)
         plain = app.pane("plain")
@@ -185,7 +185,8 @@ async def test_the_browsers_diff_hint_reads_whole(size, tmp_path):
 
     save_document(tmp_path / "20261205-010931_plain_draft_mtp_ngram.json",
                   document(sample_traces()))
-    app = SpecdeckApp(traces=demo_traces(), wall_clock=lambda: 0.0, sessions_dir=tmp_path)
+    app = SpecdeckApp(ReplaySource(demo_traces()), wall_clock=lambda: 0.0,
+                      sessions_dir=tmp_path)
     async with app.run_test(size=size) as pilot:
         await pilot.press("o")
         await until(pilot, lambda: isinstance(app.screen, SessionBrowser), seconds=10)
@@ -224,8 +225,7 @@ async def test_a_burst_of_keys_lands_whole_in_the_settings(tiny_family):
     the dialog took its first field after them."""
     from specdeck.tui.settings_screen import SettingsScreen
 
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), in_process=True,
-                      save_sessions=False)
+    app = live_app(make_request(tiny_family, max_tokens=8), save_sessions=False)
     async with app.run_test(size=(80, 24)) as pilot:
         await settle(app, pilot)
         burst(app, ["s", *["tab"] * 8, "end", "ctrl+u", *typed("plainx"), "backspace",
@@ -256,7 +256,7 @@ async def test_loading_is_no_stall_but_a_stopped_load_is(tiny_family, monkeypatc
 
     monkeypatch.setattr(engine_host, "SILENT_AFTER_SECONDS", 0.3)
     request = make_request(tiny_family, max_tokens=8, strategies=("plain",))
-    app = SpecdeckApp(request, save_sessions=False)
+    app = live_app(request, engine_process=True, save_sessions=False)
     toasts: list[str] = []
     app.notify = lambda message, **_: toasts.append(message)
     async with app.run_test(size=(80, 24)) as pilot:
@@ -286,7 +286,7 @@ async def test_a_strategy_the_target_cannot_run_says_why_and_the_others_run(tiny
     after loading. Now the MTP pane says why (the folder's config said it before any
     weights loaded) and plain and draft are measured."""
     request = make_request(tiny_family, max_tokens=8, strategies=("plain", "draft", "mtp"))
-    app = SpecdeckApp(request, in_process=True, save_sessions=False)
+    app = live_app(request, save_sessions=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
         assert app.phase == "measured"
@@ -313,8 +313,7 @@ async def test_without_openblas_a_toast_says_how_to_fix_it_and_the_status_keeps_
 
     monkeypatch.setenv("LD_PRELOAD", "")
     monkeypatch.setattr(blas, "openblas_path", lambda: None)
-    app = SpecdeckApp(make_request(tiny_family, max_tokens=8), in_process=True,
-                      save_sessions=False)
+    app = live_app(make_request(tiny_family, max_tokens=8), save_sessions=False)
     async with app.run_test(size=(80, 24), notifications=True) as pilot:
         await until(pilot, lambda: "libopenblas0-pthread" in toast_text(app), seconds=10)
         assert "sudo apt-get install libopenblas0-pthread" in toast_text(app, " ")

@@ -67,7 +67,8 @@ def sessions(tmp_path, monkeypatch) -> dict[str, Path]:
 
 def replay_app() -> SpecdeckApp:
     """A replay whose race clock stands still: races move only when a test seeks."""
-    return SpecdeckApp(traces=demo_traces(), title="replay: demo.json", wall_clock=lambda: 0.0)
+    return SpecdeckApp(ReplaySource(demo_traces()), title="replay: demo.json",
+                       wall_clock=lambda: 0.0)
 
 
 async def open_browser(app, pilot) -> SessionBrowser:
@@ -242,7 +243,7 @@ async def test_diff_of_two_panes_of_the_current_run():
     diverging = make_trace("draft", [([11, 12], 2, 13), ([14, 99], 1, 50), ([51], 1, 52)])
     traces = {"plain": plain_trace("plain", [11, 12, 13, 14, 15, 16, 17]), "draft": diverging,
               "ngram": plain_trace("ngram", [11, 12, 13, 14, 15, 16, 17])}
-    app = SpecdeckApp(traces=traces, title="replay: run.json")
+    app = SpecdeckApp(ReplaySource(traces), title="replay: run.json")
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         app.pane("plain").focus()

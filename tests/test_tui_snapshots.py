@@ -18,6 +18,7 @@ import textual
 
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.testing.pilot import run_async
 from specdeck.testing.traces import demo_traces
 
@@ -55,7 +56,7 @@ def check_snapshot(name: str, svg: str, tmp_path: Path) -> None:
 
 
 def replay_app() -> SpecdeckApp:
-    return SpecdeckApp(traces=demo_traces(), settings=DecodeSettings(num_draft_tokens=3),
+    return SpecdeckApp(ReplaySource(demo_traces(), DecodeSettings(num_draft_tokens=3)),
                        wall_clock=lambda: 0.0, title="demo session")
 
 

@@ -31,7 +31,7 @@ def status(app: SpecdeckApp) -> str:
 @run_async
 async def test_keys_change_state_and_the_watchers_follow():
     clock = Clock()
-    app = SpecdeckApp(traces=demo_traces(), wall_clock=clock)
+    app = SpecdeckApp(ReplaySource(demo_traces()), wall_clock=clock)
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         assert app.phase is Phase.RACING and app.phase == "racing"
@@ -61,7 +61,7 @@ async def test_keys_change_state_and_the_watchers_follow():
 
 @run_async
 async def test_the_decoder_read_by_a_worker_arrives_as_a_message(tiny_family):
-    app = SpecdeckApp(traces=demo_traces(), wall_clock=Clock())
+    app = SpecdeckApp(ReplaySource(demo_traces()), wall_clock=Clock())
     async with app.run_test(size=SIZE) as pilot:
         await pilot.pause()
         known = pieces_by_token(app.source.traces)

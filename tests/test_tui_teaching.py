@@ -20,6 +20,7 @@ from specdeck.engines.core.requests import CompareRequest
 from specdeck.sessions.session import load_session
 from specdeck.testing.pilot import run_async, screen_text, settle, until
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.tui.cost_view import CostScreen
 from specdeck.tui.glossary import GLOSSARY
 from specdeck.tui.glossary_screen import GlossaryScreen
@@ -39,8 +40,9 @@ def flat(text: str) -> str:
 
 def replay_app(traces=None) -> SpecdeckApp:
     session = load_session(EXAMPLES / "code-draft-k16.json")
-    return SpecdeckApp(traces=traces or session.traces, settings=session.settings,
-                       measured=session.measured, title="k16", wall_clock=lambda: 0.0)
+    return SpecdeckApp(ReplaySource(traces or session.traces, session.settings,
+                                    measured=session.measured),
+                       title="k16", wall_clock=lambda: 0.0)
 
 
 def four_panes_at_k16():

@@ -20,22 +20,16 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 from textual.app import App, ComposeResult
-from textual.binding import Binding
 from textual.reactive import reactive
 from textual.timer import Timer
 from textual.widgets import Header
 
-from specdeck.engines.core.config import DecodeSettings
-from specdeck.engines.core.events import Trace
 from specdeck.engines.measure.machine import blas_library
-from specdeck.engines.core.requests import CompareRequest
 from specdeck.blas import blas_advice
-from specdeck.hosts.engine import (
-    ThreadHost,
-)
+from specdeck.hosts.engine import HostFactory
 from specdeck.hosts.group import group_size
 from specdeck.sessions.playback import Playback
 from specdeck.tui.live_runs import LiveRuns
@@ -47,6 +41,7 @@ from specdeck.tui.commands import SpecdeckCommands
 from specdeck.tui.fitting_footer import FittingFooter
 from specdeck.tui.fixed_text import FixedText
 from specdeck.tui.inspector import RoundInspector
+from specdeck.tui.keys import PLAYGROUND_KEYS
 from specdeck.tui.legend import Legend
 from specdeck.tui.messages import FromEngine
 from specdeck.tui.pane import Panes, StrategyPane, pane_detail
@@ -61,15 +56,8 @@ SHORT_ROWS = 30
 INSPECTOR_ALTERNATIVES = 5
 
 
-#: Keys that share one label in the footer (``n b Step/back``): sixteen bindings, each
-#: with its own, did not fit 80 columns.
-STEPPING = Binding.Group("Step/back")
-SPEED = Binding.Group("Speed")
-DRAFTS = Binding.Group("k∓1")
-
-
 class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[None]):
-    """Compare strategies live (``request``) or replay saved runs (``traces``)."""
+    """Compare strategies live (``LiveSource``) or replay saved runs (``ReplaySource``)."""
 
     CSS_PATH = "app.tcss"
     TITLE = "specdeck"
@@ -80,69 +68,7 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
     #: Under 110 columns the cost strips give their rows to the text (``-narrow``).
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
 
-    #: Each binding's tooltip is its help line (the footer's hover, the help screen and
-    #: the command palette show it). The footer shows as many as fit whole, in this
-    #: order (``tui.fitting_footer``): ``?`` first, then the keys that watch and teach
-    #: a run; the help screen lists every one.
-    BINDINGS = [
-        Binding("question_mark,f1", "help", "Help", key_display="?", id="specdeck.help",
-                tooltip="every key, and what the token styles mean"),
-        Binding("space", "pause", "Pause", key_display="space", id="specdeck.pause",
-                tooltip="hold the panes still (a live run goes on being measured)"),
-        Binding("n", "step", "Step", id="specdeck.step", group=STEPPING,
-                tooltip="show one more round in the focused pane (tab moves focus)"),
-        Binding("b", "back", "Back", id="specdeck.back", group=STEPPING,
-                tooltip="show one round fewer in the focused pane"),
-        Binding("i", "inspector", "Inspect", id="specdeck.inspector",
-                tooltip="the round inspector: drafts, q and p, why each was accepted, "
-                "alternatives, rollback"),
-        Binding("k", "cost_view", "Why this k", id="specdeck.cost_view",
-                tooltip="what a round costs, the expected tokens per k and the best k"),
-        Binding("x", "toggle_rejected", "Rejected", id="specdeck.toggle_rejected",
-                tooltip="hide or show rejected drafts"),
-        Binding("g", "race", "Race", id="specdeck.race",
-                tooltip="replay every pane from its own t = 0 on one clock: their true "
-                "relative speed"),
-        Binding("r", "restart", "Restart", id="specdeck.restart",
-                tooltip="measure every strategy again (a saved session: race it again)"),
-        Binding("c", "cancel", "Cancel", id="specdeck.cancel",
-                tooltip="stop the run at once, keeping what streamed (saved as a partial "
-                "session), or stop the race"),
-        # A priority key: its dialog opens before the keys typed after it are handed
-        # on, so a burst ("s", tabs, a value) lands in the dialog's fields.
-        Binding("s", "settings", "Settings", id="specdeck.settings", priority=True,
-                tooltip="prompt, models, strategies, k, depth, n, sampling, max tokens, seed"),
-        Binding("o", "sessions", "Sessions", id="specdeck.sessions",
-                tooltip="saved runs and sweeps: open, rename, delete, diff two"),
-        Binding("minus", "slower", "Slower", key_display="-", id="specdeck.slower", group=SPEED,
-                tooltip="race slower (down to 0.25x)"),
-        Binding("plus,equals_sign", "faster", "Faster", key_display="+", id="specdeck.faster",
-                group=SPEED,
-                tooltip="race faster (up to 10x)"),
-        Binding("left_square_bracket", "fewer_drafts", "k-1", key_display="[", group=DRAFTS,
-                id="specdeck.fewer_drafts", tooltip="one draft fewer per round, and measure again"),
-        Binding("right_square_bracket", "more_drafts", "k+1", key_display="]", group=DRAFTS,
-                id="specdeck.more_drafts", tooltip="one draft more per round, and measure again"),
-        Binding("q", "quit", "Quit", id="specdeck.quit", tooltip="leave specdeck"),
-        Binding("j", "jump", "Jump to round", show=False, id="specdeck.jump",
-                tooltip="go to a round by its number"),
-        Binding("d", "diff_panes", "Diff panes", show=False, id="specdeck.diff_panes",
-                tooltip="diff the focused pane with the first: first divergence, token "
-                "edits, statistics side by side"),
-        Binding("p", "toggle_prompt", "Prompt", show=False, id="specdeck.prompt",
-                tooltip="show the whole prompt, or only its first line"),
-        Binding("l", "toggle_link", "Link scroll", show=False, id="specdeck.link_scroll",
-                tooltip="scroll every pane together, to the same token position "
-                "(up, down, page up/down, home, end scroll the focused pane)"),
-        Binding("w", "glossary", "Glossary", show=False, id="specdeck.glossary",
-                tooltip="the words of speculative decoding, as specdeck uses them"),
-        # Textual's own, given an id and a help line (it then adds none); the footer
-        # shows it on its right as "^p palette".
-        Binding(App.COMMAND_PALETTE_BINDING, "command_palette", "palette", show=False,
-                priority=True, id="specdeck.palette",
-                tooltip="every action by name, with its key and help line; the strategy "
-                "presets; a screenshot"),
-    ]
+    BINDINGS = PLAYGROUND_KEYS
 
     #: Where the app is (its watcher stops a race that is left).
     phase: reactive[Phase] = reactive(Phase.IDLE, init=False)
@@ -158,49 +84,38 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
 
     def __init__(
         self,
-        request: CompareRequest | None = None,
-        traces: dict[str, Trace] | None = None,
+        source: LiveSource | ReplaySource,
         *,
-        settings: DecodeSettings | None = None,
-        store: Any = None,
-        clock: Callable[[], float] = time.perf_counter,
+        host: HostFactory | None = None,
         wall_clock: Callable[[], float] = time.monotonic,
         title: str | None = None,
-        prompt: str | None = None,
-        memory_estimates: dict[str, int] | None = None,
-        measured: dict[str, list[float]] | None = None,
-        sessions_dir: "Path | None" = None,
+        sessions_dir: Path | None = None,
         save_sessions: bool = True,
-        in_process: bool = False,
         hint: str | None = None,
     ) -> None:
-        """Every live run is saved as a session into ``sessions_dir`` (default: the
-        sessions folder) unless ``save_sessions`` is false. Live runs are measured in an
-        engine process; ``in_process`` runs them in a thread of this one instead, where a
-        ``store`` of loaded models (an ``engines.loading.ModelStore``, which this module
-        does not import: it loads mlx) and a ``clock`` timing the engine's events can be
-        injected (tests gate the clock to hold a run mid-way). ``wall_clock`` drives the
-        race, injectable so snapshots are deterministic. ``memory_estimates`` (a
-        replay's, per strategy) are shown next to each pane's measured peak; a live run
-        makes its own. ``hint`` (a few words, e.g. how to fetch a real model) leads the
-        status line of live runs, except while racing. ``prompt`` is a replay's (a live
-        run shows its request's)."""
-        if (request is None) == (traces is None):
-            raise ValueError("give either a request (live) or traces (replay)")
-        if not in_process and (store is not None or clock is not time.perf_counter):
-            raise ValueError("a model store or an engine clock works in_process only")
+        """The panes show ``source``: live runs of its request, or a saved session.
+        Live runs are measured by the host ``host`` makes (given where to post the
+        engine's messages; tests make one in a thread of this process, with their model
+        store and clock); by default an engine process, or a group of them where the
+        request splits its target. Every live run is saved as a session into
+        ``sessions_dir`` (default: the sessions folder) unless ``save_sessions`` is
+        false. ``wall_clock`` drives the race, injectable so snapshots are
+        deterministic. ``hint`` (a few words, e.g. how to fetch a real model) leads the
+        status line of live runs, except while racing."""
         super().__init__()
-        if request is not None and request.settings.alternatives < INSPECTOR_ALTERNATIVES:
-            request = replace(request, settings=replace(
-                request.settings, alternatives=INSPECTOR_ALTERNATIVES))
-        #: What live runs measure; None where there are none (``specdeck replay``).
-        self.request = request
+        if (isinstance(source, LiveSource)
+                and source.request.settings.alternatives < INSPECTOR_ALTERNATIVES):
+            source = LiveSource(replace(source.request, settings=replace(
+                source.request.settings, alternatives=INSPECTOR_ALTERNATIVES)))
         #: Where the panes' events come from.
-        self.source: LiveSource | ReplaySource = (
-            LiveSource(request) if request is not None
-            else ReplaySource(traces, settings, prompt))
+        self.source = source
+        #: What live runs measure; None where there are none (``specdeck replay``).
+        self.request = source.request if isinstance(source, LiveSource) else None
+        replayed = source if isinstance(source, ReplaySource) else None
         self._post = lambda message: self.post_message(FromEngine(message))  # noqa: E731
-        self._host = ThreadHost(self._post, store, clock) if in_process else self._engine()
+        #: Makes the host of live runs; None: the engine the request picks (``_engine``).
+        self._host_factory = host
+        self._host = host(self._post) if host is not None else self._engine()
         self.wall_clock = wall_clock
         if title:
             self.sub_title = visible(title)
@@ -216,7 +131,7 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         self._places: dict[str, int] = {}
         self._stats_shown_at = 0.0
         #: The tok/s of every timed run of strategies timed more than once.
-        self.measured: dict[str, list[float]] = dict(measured or {})
+        self.measured: dict[str, list[float]] = dict(replayed.measured) if replayed else {}
         #: The pane the inspector follows: the last one focused.
         self._inspected: str | None = None
         #: Decoders by target folder (read once, not on every restart; None while being
@@ -224,7 +139,9 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         self._decoders: dict[str, Callable[[list[int]], str] | None] = {}
         self._target_path: str | None = None
         self._panes: dict[str, StrategyPane] = {}
-        self.memory_estimates: dict[str, int] = dict(memory_estimates or {})
+        #: Each strategy's estimated peak bytes (a replay's; a live run makes its own).
+        self.memory_estimates: dict[str, int] = (
+            dict(replayed.memory_estimates) if replayed else {})
         self.sessions_dir = sessions_dir
         self.save_sessions = save_sessions
         #: What the status line says while the engine process is silent (None: it answers).
@@ -376,14 +293,7 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
             self._follow_scroll(self.focused_pane().view)
         self._show_status()
 
-    # -- live runs ---------------------------------------------------------------------
-
-
-    # -- the race ----------------------------------------------------------------------
-
-
-    # -- teaching: pause, step, inspect ------------------------------------------------
-
+    # -- the panes' statistics ---------------------------------------------------------
 
     def _refresh_stats(self) -> None:
         baseline = None
@@ -398,37 +308,21 @@ class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[Non
         self._pane_box.level_strips()
         self._refresh_inspector()
 
-    # -- settings ----------------------------------------------------------------------
-
-
-    # -- sessions and diffs ------------------------------------------------------------
-
 
 def run_app(
-    request: CompareRequest | None = None,
-    traces: dict[str, Trace] | None = None,
+    source: LiveSource | ReplaySource,
     *,
-    settings: DecodeSettings | None = None,
     title: str | None = None,
-    prompt: str | None = None,
-    memory_estimates: dict[str, int] | None = None,
-    measured: dict[str, list[float]] | None = None,
-    sessions_dir: "Path | None" = None,
+    sessions_dir: Path | None = None,
     save_sessions: bool = True,
     hint: str | None = None,
 ) -> list[str]:
-    """Open the playground on a live comparison or on saved traces (``specdeck replay``).
-
-    ``settings`` (a session's ``Session.settings``) labels replayed panes (k=..., n=...)
-    and ``prompt`` (its ``Session.prompt``) shows above them; ``memory_estimates`` (its
-    ``Session.memory_estimates``) go beside the measured peaks, ``measured`` (its
-    ``Session.measured``) says how far repeated timings spread.
-    Returns a line for each run whose session did not land in the sessions folder, to
-    say again once the terminal is back. Refused without a terminal (``require_terminal``).
-    """
+    """Open the playground on a live comparison or on a saved session (``specdeck
+    replay``). Returns a line for each run whose session did not land in the sessions
+    folder, to say again once the terminal is back. Refused without a terminal
+    (``require_terminal``)."""
     require_terminal()
-    app = SpecdeckApp(request, traces, settings=settings, title=title, prompt=prompt,
-                      memory_estimates=memory_estimates, measured=measured,
-                      sessions_dir=sessions_dir, save_sessions=save_sessions, hint=hint)
+    app = SpecdeckApp(source, title=title, sessions_dir=sessions_dir,
+                      save_sessions=save_sessions, hint=hint)
     run_app_to_the_end(app)
     return app.save_problems

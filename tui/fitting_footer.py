@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from textual.events import Resize
+from textual.screen import Screen
 from textual.widgets import Footer
 from textual.widgets._footer import FooterLabel
 
@@ -21,6 +22,19 @@ class FittingFooter(Footer):
     ALWAYS = frozenset({"quit"})
 
     _waits = 0
+    #: The keys the footer was last composed to show.
+    _composed_for: tuple | None = None
+
+    def bindings_changed(self, screen: Screen) -> None:
+        # Textual composes the footer anew on every change of focus; most (a tab from
+        # pane to pane) change no key it shows, and composing cost half of a key press.
+        shown = tuple((b.key, b.action, b.description, enabled, tooltip)
+                      for _, b, enabled, tooltip in screen.active_bindings.values() if b.show)
+        if shown == self._composed_for:
+            return
+        if screen.app.app_focus and self.is_attached and screen is self.screen:
+            self._composed_for = shown
+        super().bindings_changed(screen)
 
     async def recompose(self) -> None:
         await super().recompose()

@@ -14,7 +14,7 @@ from specdeck.engines.core.stats import spread
 from specdeck.engines.models.catalog import token_decoder
 from specdeck.hosts.engine import (
     EngineSilent, EventBatch, Estimates, NotRun, ProcessHost, Progress, RunCommand,
-    RunEnded, TargetLoaded, ThreadHost,
+    RunEnded, TargetLoaded,
 )
 from specdeck.hosts.group import GroupHost
 from specdeck.tui.fixed_text import FixedText
@@ -67,7 +67,7 @@ class LiveRuns:
         self.phase = Phase.LOADING
         self.status_text = "loading models…"
         self.runs_submitted = self.run_id
-        if not isinstance(self._host, ThreadHost) and self._host.group != self.request.group:
+        if self._host_factory is None and self._host.group != self.request.group:
             self._host.close()  # the target is split another way now (or not at all)
             self._host = self._engine()
         self._host.submit(RunCommand(

@@ -96,7 +96,7 @@ class Navigation:
         """Replay a saved session in the panes, as ``specdeck replay`` does. A live run is
         cancelled; the settings (``s``, then ctrl+s) go back to live runs."""
         self._drop_run()
-        self.source = ReplaySource(session.traces, session.settings, session.prompt)
+        self.source = ReplaySource.of(session)
         self.query_one(PromptLine).show(session.prompt)
         self.memory_estimates = dict(session.memory_estimates)
         self.measured = dict(session.measured)

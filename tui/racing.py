@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from specdeck.engines.core.events import Trace
-from specdeck.engines.core.formatting import duration, ordinal
+from specdeck.engines.core.formatting import duration, ordinal, percent, times
+from specdeck.engines.core.stats import Verdict, verdicts
 from specdeck.safe_text.plain import visible
 from specdeck.sessions.playback import Playback, Schedule, finish_places, next_speed, stretch_for
 from specdeck.tui.pane import StrategyPane
@@ -12,6 +13,31 @@ from specdeck.tui.sources import Phase, ReplaySource
 
 #: Race frames per second.
 RACE_FPS = 30
+
+
+def _clause(v: Verdict, first: bool, brief: bool) -> str:
+    """One strategy's part of ``race_sentence``: its outcome, speedup and acceptance
+    (the first clause says what the figures are, the others follow it)."""
+    name, ratio = visible(v.strategy, 40), times(v.speedup)
+    if v.acceptance is None:
+        drafts = "no drafts" if brief else "it drafted nothing"
+    else:
+        what = " accepted" if brief else " of its drafts accepted"
+        drafts = percent(v.acceptance) + (what if first else "" if brief else " accepted")
+    if brief:  # a run that drafted nothing neither won nor lost by its guesses
+        return f"{name} {'' if v.acceptance is None else v.outcome + ' '}{ratio}, {drafts}"
+    if v.outcome == "tied":
+        return f"{name} tied with plain at {ratio} (within the noise), {drafts}"
+    return f"{name} {v.outcome} at {ratio}{' plain' if first else ''}, {drafts}"
+
+
+def race_sentence(found: list[Verdict]) -> tuple[str, str]:
+    """Why each strategy won or lost against plain, in one sentence from its own
+    figures (``verdicts``, fastest first), and that in fewer words for a status line of
+    80 columns: the fastest and the slowest only."""
+    ends = found if len(found) < 3 else [found[0], found[-1]]
+    return ("; ".join(_clause(v, i == 0, brief=False) for i, v in enumerate(found)),
+            "; ".join(_clause(v, i == 0, brief=True) for i, v in enumerate(ends)))
 
 
 class Racing:
@@ -66,8 +92,14 @@ class Racing:
                      else "g: race again · r: measure again")
             won = (f"1st {visible(first, 40)} {duration(ends[first])}" if first is not None
                    else "nothing ran")
+            found = verdicts({p.strategy: p.stats for p in self.panes if p.events},
+                             self.measured)
+            if found:  # why each won or lost, rather than who came first
+                won, brief = race_sentence(found)
+            else:
+                brief = f"raced: {won} · g: again · i: inspect"
             text = f"race finished: {won} · {again} · i: inspect"
-            self._brief = text, f"raced: {won} · g: again · i: inspect"
+            self._brief = text, brief
             self.status_text = text
 
     def seek_race(self, position: float) -> None:

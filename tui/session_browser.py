@@ -1,5 +1,6 @@
 """The session browser: every saved run in the sessions directory, newest first, with a
-preview; open one in the panes, rename it, delete it, or diff it with another.
+preview (``tui.session_preview``); open one in the panes, rename it, delete it, or diff
+it with another.
 
 The file operations are ``specdeck.sessions.store``'s and the diff is ``specdeck.sessions.diff``'s;
 this screen only puts a face on them. Nothing here needs mlx, so it works in a replay on
@@ -11,8 +12,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from rich.cells import cell_len
-from rich.console import Group
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
@@ -26,7 +25,7 @@ from textual.widgets import Button, DataTable, Input, Label, Static
 from specdeck.sessions.diff import DiffError, diff_sessions
 from specdeck.safe_text.rich_text import literal
 from specdeck.sessions.session import SessionError, load_session
-from specdeck.engines.core.formatting import byte_size, format_stat, plural
+from specdeck.engines.core.formatting import plural
 from specdeck.sessions.store import (
     SessionSummary,
     delete_session,
@@ -35,18 +34,11 @@ from specdeck.sessions.store import (
     rename_session,
 )
 from specdeck.tui.diff_screen import DiffScreen
-from specdeck.tui.pane import pane_detail
 from specdeck.tui.sweep_view import SweepScreen
 from specdeck.safe_text.tui import ControlPictures
 from specdeck.tui.fitting_footer import FittingFooter
+from specdeck.tui.session_preview import note, preview, setup
 
-#: Prompt lines shown in the preview, and characters of each (a line may be megabytes).
-PROMPT_LINES = 6
-PROMPT_LINE_CHARS = 500
-#: Preview columns: (statistic, heading).
-PREVIEW_STATS = (("generated_tokens", "tokens"), ("tokens_per_s", "tok/s"),
-                 ("acceptance_rate", "accepted"), ("speedup_vs_plain", "vs plain"),
-                 ("finish_reason", "end"))
 #: Marks the session chosen as side a of a diff.
 DIFF_MARK = "◆ a"
 #: The key of the row that heads the examples' section.
@@ -54,82 +46,6 @@ EXAMPLES_ROW = "§examples"
 #: The list's columns; and the fewest columns the session's name is cut to.
 COLUMNS = ("", "session", "settings", "note")
 MIN_NAME_WIDTH = 12
-
-
-def note(summary: SessionSummary) -> str:
-    """The list's last column: what is wrong with a file, or that it was cut short."""
-    if summary.problem:
-        return "unreadable"
-    return "partial" if summary.partial else ""
-
-
-def setup(summary: SessionSummary) -> str:
-    """The list's settings column: what tells runs apart (k=2 from k=16), or a sweep's
-    size."""
-    if summary.sweep is not None:
-        return f"sweep · {plural(len(summary.sweep.cells), 'cell')}"
-    # Once each: a chain's "n=3 k=2" repeats ngram's n and draft's k. A setting named
-    # again with another value says whose it is, as its flag does (ngram-k=4 beside k=2).
-    shown: dict[str, str] = {}
-    for name in summary.strategies:
-        for word in pane_detail(name, summary.settings).split():
-            key = word.partition("=")[0]
-            if shown.setdefault(key, word) != word:
-                shown[f"{name}-{key}"] = f"{name}-{word}"
-    return " ".join(shown.values())
-
-
-def sweep_preview(summary: SessionSummary) -> list:
-    """A sweep's preview: what it measured, and its recommendations."""
-    sweep = summary.sweep
-    settings = sorted({f"{c['strategy']} {c['label']}" for c in sweep.cells
-                       if c["strategy"] != "plain"})
-    prompts = sorted({c["prompt"] for c in sweep.cells})
-    return [
-        Text(f"sweep of {plural(len(sweep.cells), 'cell')} · enter: the sweep view",
-             style="bold"),
-        literal("prompts: " + ", ".join(prompts), one_line=True),
-        literal("settings: " + ", ".join(settings), one_line=True),
-        Text(""),
-        literal("\n".join(sweep.recommendations) or "no recommendations"),
-    ]
-
-
-def preview(summary: SessionSummary) -> Group:
-    """What the preview pane shows for one file, from its header and saved statistics."""
-    head = Text.assemble(literal(summary.path.name, "bold", one_line=True),
-                         f"   {byte_size(summary.size_bytes)}")
-    parts: list = [head]
-    if summary.problem:
-        parts.append(literal(f"cannot open it: {summary.problem}", "bold"))
-        return Group(*parts)
-    if summary.created:
-        parts.append(literal(f"created {summary.created}", one_line=True))
-    if summary.partial:
-        parts.append(Text("partial: the run was cut short", style="bold"))
-    if summary.sweep is not None:
-        return Group(*parts, *sweep_preview(summary))
-    models = [f"{role} {name}" for role, name in (("target", summary.target),
-                                                  ("draft", summary.draft)) if name]
-    if models:
-        parts.append(literal(" · ".join(models), one_line=True))
-    if summary.strategies:
-        table = Table(box=None, padding=(0, 1), pad_edge=False, header_style="bold")
-        table.add_column("strategy")
-        for _, heading in PREVIEW_STATS:
-            table.add_column(heading, justify="right")
-        for name, stats in summary.strategies.items():
-            table.add_row(literal(name, one_line=True),
-                          *(literal(format_stat(key, stats.get(key)), one_line=True)
-                            for key, _ in PREVIEW_STATS))
-        parts += [Text(""), table]
-    if summary.prompt is not None:
-        lines = summary.prompt.splitlines() or [""]
-        shown = "\n".join(line[:PROMPT_LINE_CHARS] for line in lines[:PROMPT_LINES])
-        hidden = len(lines) - PROMPT_LINES
-        more = f"\n… {plural(hidden, 'more line')}" if hidden > 0 else ""
-        parts += [Text(""), Text("prompt", style="bold"), literal(shown + more)]
-    return Group(*parts)
 
 
 class RenameDialog(ModalScreen["Path | None"]):

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import TYPE_CHECKING
 
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Trace
 from specdeck.engines.core.requests import CompareRequest
+from specdeck.sessions.session import Session
 
 if TYPE_CHECKING:  # the app imports this module
     from specdeck.tui.app import SpecdeckApp
@@ -56,7 +57,6 @@ class LiveSource:
     def settings(self) -> DecodeSettings:
         return self.request.settings
 
-
     @property
     def prompt(self) -> str | None:
         return self.request.prompt
@@ -77,14 +77,23 @@ class ReplaySource:
     settings: DecodeSettings | None = None
     #: The prompt the run answered; None when the session lacks it.
     prompt: str | None = None
+    #: Each strategy's estimated peak bytes, shown beside its measured peak.
+    memory_estimates: dict[str, int] = field(default_factory=dict)
+    #: The tok/s of every timed run of strategies timed more than once.
+    measured: dict[str, list[float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._known = pieces_by_token(self.traces)
 
+    @classmethod
+    def of(cls, session: Session) -> ReplaySource:
+        """A saved session, all it recorded, as ``specdeck replay`` shows it."""
+        return cls(session.traces, session.settings, session.prompt,
+                   session.memory_estimates, session.measured)
+
     @property
     def strategies(self) -> list[str]:
         return list(self.traces)
-
 
     def token_text(self, token: int) -> str | None:
         """A token's text as the traces show it (no tokenizer needed)."""

@@ -10,7 +10,7 @@ over what a round costs in plain decoding steps (``priced``); the measured speed
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
-from typing import Iterable
+from typing import Iterable, Literal, Mapping, Sequence
 
 from specdeck.engines.core.cost_model import CostModel
 from specdeck.engines.core.events import Done, Event, Prefill, Round
@@ -127,6 +127,36 @@ def speedup(tokens_per_s: float | None, baseline_tokens_per_s: float | None) -> 
     if not baseline_tokens_per_s or not tokens_per_s:
         return None
     return tokens_per_s / baseline_tokens_per_s
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """How one strategy fared against plain decoding in one comparison: what the status
+    line's sentence says at the end of a race."""
+
+    strategy: str
+    #: Faster than plain beyond the noise, slower beyond it, or within it.
+    outcome: Literal["won", "lost", "tied"]
+    speedup: float
+    #: Its drafts' acceptance rate; None where it drafted nothing.
+    acceptance: float | None
+
+
+def verdicts(stats: Mapping[str, Stats], runs: Mapping[str, Sequence[float]]
+             ) -> list[Verdict]:
+    """Each strategy in ``stats`` but plain against plain's speed, fastest first; within
+    the noise (``speedup_noise`` of the tok/s of each one's timed ``runs``) it tied.
+    Empty without a plain run to compare with."""
+    plain = stats.get("plain")
+    found = []
+    for name, s in stats.items():
+        ratio = speedup(s.tokens_per_s, plain.tokens_per_s if plain else None)
+        if name == "plain" or ratio is None:
+            continue
+        noise = speedup_noise(list(runs.get(name, ())), list(runs.get("plain", ())))
+        outcome = "tied" if within_noise(ratio, noise) else "won" if ratio > 1 else "lost"
+        found.append(Verdict(name, outcome, ratio, s.acceptance_rate))
+    return sorted(found, key=lambda v: -v.speedup)
 
 
 def plain_step_seconds(plain_tokens_per_s: float | None) -> float | None:

@@ -40,7 +40,7 @@ class Family:
 
 FAMILIES = {
     "demo": Family("demo", ("plain", "draft", "mtp"), "code"),
-    "smollm2": Family("smollm2", ("plain", "draft", "ngram"), "chat_explain"),
+    "smollm2": Family("smollm2", ("plain", "draft", "ngram"), "chat_rewrite"),
 }
 #: The command that makes the smollm2 family, for messages.
 FETCH_HINT = "specdeck fetch smollm2"

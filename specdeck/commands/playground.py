@@ -18,7 +18,7 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     Every run the app measures is saved as a session (into ``sessions_dir``) unless
     ``save`` is false; ``hint`` (a few words) leads the status line."""
     from specdeck.engines.models.loading import resolve
-    from specdeck.tui import run_app
+    from specdeck.tui import LiveSource, run_app
 
     for source in (request.target, request.draft, request.mtp_model):
         if source:
@@ -27,7 +27,8 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
         from specdeck.hosts.group import require_local_lead
 
         require_local_lead(request.group)
-    problems = run_app(request, sessions_dir=sessions_dir, save_sessions=save, hint=hint)
+    problems = run_app(LiveSource(request), sessions_dir=sessions_dir, save_sessions=save,
+                       hint=hint)
     for line in problems:
         print(f"specdeck: error: {visible(line, MESSAGE_CHARS)}", file=sys.stderr)
     return EXIT_NOT_SAVED if problems else 0

@@ -169,10 +169,8 @@ def _import_tui(what: str):
 
 
 def _open_app(session) -> int:
-    run_app = _import_tui("session").run_app
-    run_app(traces=session.traces, settings=session.settings, prompt=session.prompt,
-            memory_estimates=session.memory_estimates, measured=session.measured,
-            title=session.replay_title)
+    tui = _import_tui("session")
+    tui.run_app(tui.ReplaySource.of(session), title=session.replay_title)
     return 0
 
 

@@ -15,6 +15,7 @@ from textual.pilot import Pilot
 
 from specdeck.sessions.session import Session
 from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 
 #: Columns and rows of the terminal: four panes side by side with every figure of their
 #: statistics strips.
@@ -36,9 +37,7 @@ async def replayed_app(session: Session, size: tuple[int, int]
                        ) -> AsyncIterator[tuple[SpecdeckApp, Pilot, HeldClock]]:
     """The app on ``session`` at ``size`` (columns, rows), its race started at t = 0."""
     clock = HeldClock()
-    app = SpecdeckApp(traces=session.traces, settings=session.settings,
-                      prompt=session.prompt, memory_estimates=session.memory_estimates,
-                      measured=session.measured, title=session.replay_title,
+    app = SpecdeckApp(ReplaySource.of(session), title=session.replay_title,
                       wall_clock=clock)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()

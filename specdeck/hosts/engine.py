@@ -30,7 +30,7 @@ import threading
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from specdeck.engines.core.errors import ModelError, SettingsError
 from specdeck.engines.core.requests import CompareRequest
@@ -259,6 +259,20 @@ def serve(receive: Callable[[], RunCommand | None], send: Callable[[EngineMessag
 
 
 # -- hosts -------------------------------------------------------------------------------
+
+
+class Host(Protocol):
+    """Where the app hands its runs: a thread, a process or a group of processes."""
+
+    def submit(self, command: RunCommand) -> None: ...
+
+    def cancel(self, run_id: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+#: Makes a host that hands every message to the function given (the app's ``post``).
+HostFactory = Callable[[Callable[[EngineMessage], None]], Host]
 
 
 class ThreadHost:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Callable
 
 import pytest
 from textual.app import App
@@ -16,10 +17,12 @@ from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.requests import CompareRequest
 from specdeck.engines.models.loading import ModelStore
 from specdeck.engines.models.catalog import ModelInfo
+from specdeck.hosts.engine import ThreadHost
 from specdeck.sessions.session import load_session
 from specdeck.testing.pilot import screen_text, settle, until
 from specdeck.tui.app import SpecdeckApp
 from specdeck.tui.model_picker import ModelPicker
+from specdeck.tui.sources import LiveSource, ReplaySource
 
 
 @functools.cache
@@ -29,23 +32,23 @@ def shared_store() -> ModelStore:
 
 
 def live_app(request: CompareRequest, *, engine_process: bool = False,
-             **kwargs) -> SpecdeckApp:
+             clock: Callable[[], float] | None = None, **kwargs) -> SpecdeckApp:
     """The playground measuring ``request``: its engine in a thread of this process,
-    with models loaded once per test process, unless ``engine_process`` (the tests of
-    that boundary: the process's life, a crash, kill -9, a cancel across it). Every
-    test builds its live apps here."""
+    with models loaded once per test process and ``clock`` timing its events (a test
+    gates it to hold a run mid-way), unless ``engine_process`` (the tests of that
+    boundary: the process's life, a crash, kill -9, a cancel across it). Every test
+    builds its live apps here."""
     if engine_process:
-        return SpecdeckApp(request, **kwargs)
-    kwargs.setdefault("store", shared_store())
-    return SpecdeckApp(request, in_process=True, **kwargs)
+        return SpecdeckApp(LiveSource(request), **kwargs)
+    return SpecdeckApp(LiveSource(request),
+                       host=lambda post: ThreadHost(post, shared_store(), clock), **kwargs)
 
 
 def replay_of(path: Path, **kwargs) -> SpecdeckApp:
     """``specdeck replay PATH``, its race clock standing still."""
     session = load_session(path)
-    return SpecdeckApp(traces=session.traces, settings=session.settings,
-                       memory_estimates=session.memory_estimates, prompt=session.prompt,
-                       title=session.replay_title, wall_clock=lambda: 0.0, **kwargs)
+    return SpecdeckApp(ReplaySource.of(session), title=session.replay_title,
+                       wall_clock=lambda: 0.0, **kwargs)
 
 
 async def raced(app: SpecdeckApp, pilot) -> None:

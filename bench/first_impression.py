@@ -1,0 +1,129 @@
+"""Prompt lookup and the draft model against plain on held-out chat prompts whose
+answer reuses the prompt's text (issue 52: what bare ``specdeck`` opens on).
+
+Three chat prompts written for this check and kept out of ``prompts/`` (a summary, a
+rewrite and a translation of a paragraph given in the prompt) run on the smollm2 family
+at temperature 0, each strategy warmed up first. Each repetition runs plain, ngram and
+draft one after another, the order turning every repetition, and each run's decode
+speed (tok/s, the prefill left out, as the app's panes count it) is divided by the
+plain run of the same repetition: on a shared machine only a ratio measured side by
+side means anything. Per prompt it prints each strategy's acceptance, the median of the
+ratios and their range; the load average before and after says how busy the machine
+was. Every run's tokens are checked against plain's (speculation is lossless).
+
+    python bench/first_impression.py [--reps 5] [--max-tokens 128] [--prompts a,b,FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from specdeck.engines.core.config import DecodeSettings  # noqa: E402
+from specdeck.engines.core.events import Round  # noqa: E402
+from specdeck.engines.core.stats import compute_stats  # noqa: E402
+from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
+from specdeck.engines.measure.blas_threads import fit_blas_threads_to  # noqa: E402
+from specdeck.engines.models.families import require_family  # noqa: E402
+from specdeck.engines.models.loading import ModelStore  # noqa: E402
+from specdeck.engines.runs.compare import encode_prompt  # noqa: E402
+
+#: Held out: written for this check, never in ``prompts/``, no setting chosen on them.
+HELD_OUT = {
+    "summarise": (
+        "Summarise this notice in two sentences.\n\n"
+        "From Monday 3 March, household recycling in the Riverside district will be "
+        "collected every second Thursday instead of every Tuesday. Green bins for paper and "
+        "cardboard go out on the first Thursday, blue bins for glass, cans and plastic "
+        "bottles on the second. Bins must be at the kerb by 7 am and brought back in by the "
+        "evening. Residents who miss a collection can take their recycling to the depot on "
+        "Mill Lane, which is open every day from 8 am to 6 pm."),
+    "rewrite": (
+        "Rewrite this product description in a friendlier tone, keeping every detail.\n\n"
+        "The Trailhead 28 is a 28-litre daypack made of recycled nylon. It has a padded "
+        "laptop sleeve that fits screens up to 15 inches, two side pockets for water "
+        "bottles, and a front pocket with a key clip. The shoulder straps are padded and "
+        "adjustable, and the back panel has mesh to let air through. It weighs 850 grams "
+        "and comes in black, olive and rust."),
+    "translate": (
+        "Translate this message into French.\n\n"
+        "Hello Marie, the train to Lyon on Friday leaves at 9:15 from platform 4, not at "
+        "8:45 as we said. I have your ticket, so let us meet at the café next to the "
+        "station at 8:50. If you are late, call me on my mobile and I will wait for you. "
+        "See you on Friday, Paul."),
+}
+STRATEGIES = ("plain", "ngram", "draft")
+
+
+def prompt_text(name: str) -> str:
+    """A held-out prompt by name, else a text file, else a built-in prompt by key."""
+    from specdeck.prompts import get_prompt
+
+    if name in HELD_OUT:
+        return HELD_OUT[name]
+    if Path(name).is_file():
+        return Path(name).read_text(encoding="utf-8")
+    return get_prompt(name).text
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.2f}-{max(values):.2f}"
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--reps", type=int, default=5)
+    ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--prompts", default=",".join(HELD_OUT),
+                    help="held-out prompts by name, text files or built-in prompts")
+    args = ap.parse_args()
+
+    family = require_family("smollm2")
+    store = ModelStore()
+    models = Models(target=store.get(family.target), draft=store.get(family.draft))
+    fit_blas_threads_to(models.target)
+    settings = DecodeSettings(max_tokens=args.max_tokens)
+    load_before = os.getloadavg()
+    print(f"smollm2, temperature 0, up to {args.max_tokens} tokens, {args.reps} repetitions, "
+          f"{os.cpu_count()} cores; load average before {load_before[0]:.2f} "
+          f"(1 min) {load_before[1]:.2f} (5 min)")
+    print(f"{'prompt':<10} {'tokens':>6} {'plain tok/s':>11}  "
+          + "  ".join(f"{s + ' accept':>13} {s + '/plain median (range)':>30}"
+                      for s in STRATEGIES[1:]))
+    for name in args.prompts.split(","):
+        ids = encode_prompt(models.target.tokenizer, prompt_text(name))
+        for strategy in STRATEGIES:  # warm each once, untimed
+            list(run_strategy(strategy, models, ids, DecodeSettings(max_tokens=8)))
+        speeds: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+        acceptance: dict[str, float | None] = {}
+        tokens: dict[str, list[int]] = {}
+        for rep in range(args.reps):
+            turn = rep % len(STRATEGIES)
+            for strategy in STRATEGIES[turn:] + STRATEGIES[:turn]:
+                events = list(run_strategy(strategy, models, ids, settings))
+                stats = compute_stats(events)
+                made = [t for e in events if isinstance(e, Round) for t in e.tokens]
+                if tokens.setdefault(strategy, made) != made or made != tokens.get("plain", made):
+                    raise SystemExit(f"{strategy} on {name}: its tokens differ from plain's")
+                speeds[strategy].append(stats.tokens_per_s)
+                acceptance[strategy] = stats.acceptance_rate
+        cells = []
+        for strategy in STRATEGIES[1:]:
+            ratios = [s / p for s, p in zip(speeds[strategy], speeds["plain"])]
+            cells.append(f"{acceptance[strategy]:>13.0%} "
+                         f"{statistics.median(ratios):>19.2f}x ({spread(ratios)})")
+        print(f"{name:<10} {len(tokens['plain']):>6} "
+              f"{statistics.median(speeds['plain']):>11.1f}  " + "  ".join(cells), flush=True)
+    load_after = os.getloadavg()
+    print(f"load average after {load_after[0]:.2f} (1 min) {load_after[1]:.2f} (5 min)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
