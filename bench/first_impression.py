@@ -1,5 +1,5 @@
 """Prompt lookup and the draft model against plain on held-out chat prompts whose
-answer reuses the prompt's text (issue 52: what bare ``specdeck`` opens on).
+answer reuses the prompt's text (what bare ``specdeck`` opens on).
 
 Three chat prompts written for this check and kept out of ``prompts/`` (a summary, a
 rewrite and a translation of a paragraph given in the prompt) run on the smollm2 family

@@ -1,4 +1,4 @@
-"""The ``chain`` strategy (issue 18, item 3): prompt lookup where the text offers a match,
+"""The ``chain`` strategy: prompt lookup where the text offers a match,
 the draft model (or the MTP head) elsewhere; lossless, and each round names its drafter."""
 
 from __future__ import annotations

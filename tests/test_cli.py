@@ -228,7 +228,7 @@ def test_a_draft_strategy_without_a_draft_model_is_refused_alike(tmp_path, capsy
 
 def test_headless_compare_says_what_auto_chose_who_drafted_and_what_mlx_lm_would_keep(
         tiny_family, tmp_path, capsys) -> None:
-    """Issue 18: ``-k auto`` and ``chain`` from the command line, saved as a session that
+    """``-k auto`` and ``chain`` from the command line, saved as a session that
     validates against the schema; the lines under each strategy say what auto chose,
     which drafters drafted and, at temperature > 0, what the exact-match rule keeps."""
     import jsonschema

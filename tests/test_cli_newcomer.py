@@ -1,4 +1,4 @@
-"""What a new user hit on the command line (issue 50): a strategy the models cannot run,
+"""What a new user hit on the command line: a strategy the models cannot run,
 the models listed, the defaults said in one place."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""mlx-lm's exact-match rule recorded beside the real one (issue 18, item 2): what it
+"""mlx-lm's exact-match rule recorded beside the real one: what it
 would have kept of the same drafts, without changing a single output token."""
 
 from __future__ import annotations

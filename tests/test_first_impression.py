@@ -1,4 +1,4 @@
-"""What a newcomer sees first (issue 52): the sentence that ends a race, saying why each
+"""What a newcomer sees first: the sentence that ends a race, saying why each
 strategy won or lost from the run's own figures, and the README's picture, which the
 example session it was made from replays to."""
 

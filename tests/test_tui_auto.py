@@ -117,7 +117,7 @@ def test_the_strip_shows_the_mlx_lm_rule_only_for_sampled_runs_and_the_chosen_k(
 
 def saved(tmp_path_factory, name: str, request: CompareRequest):
     result = run_compare(request)
-    path = tmp_path_factory.mktemp("issue18") / f"{name}.json"
+    path = tmp_path_factory.mktemp("auto") / f"{name}.json"
     save_document(path, build_document(
         {"prompt": request.prompt, "strategies": request.strategies,
          "settings": request.settings.to_dict()}, {}, result.traces))

@@ -1,4 +1,4 @@
-"""What a new user hit in the app (issue 50), each as a person meets it: keys pressed,
+"""What a new user hit in the app, each as a person meets it: keys pressed,
 the screen read (``screen_text``) at 80x24, 160x45 and 220x60. Saved example sessions
 are replayed where a live run is not the point."""
 
