@@ -407,7 +407,7 @@ async def test_an_empty_sessions_folder_points_to_the_examples(sessions_dir):
         text = " ".join(" ".join(inside(app, preview)).split())
         # The folder's path may wrap anywhere in the preview: compared without spaces.
         assert "".join(f"No sessions in {sessions_dir} yet".split()) in "".join(text.split())
-        assert "the examples below are recorded runs of the demo family" in text
+        assert "the examples below are recorded runs (the demo family, smollm2)" in text
 
 
 # -- 10, 11. replays, the race's end, escape --------------------------------------------

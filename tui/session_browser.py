@@ -240,9 +240,9 @@ class SessionBrowser(ModalScreen["Session | None"]):
             target.update(literal(nothing))
         elif not self.own_count:
             target.update(literal(f"{nothing} Meanwhile, the examples below are recorded "
-                                  "runs of the demo family: enter opens one."))
+                                  "runs (the demo family, smollm2): enter opens one."))
         else:
-            target.update(literal("Example sessions: recorded runs of the demo family, to "
+            target.update(literal("Example sessions: recorded runs (the demo family, smollm2), to "
                                   "replay (enter) or diff with a run of yours (f)."))
 
     def _show_status(self) -> None:
