@@ -45,13 +45,12 @@ from mlx_lm.generate import generate_step, speculative_generate_step  # noqa: E4
 
 import specdeck.engines as this_engines  # noqa: E402
 from revisions import engines_at  # noqa: E402
-from specdeck.engines.core.config import DTYPES, DecodeSettings  # noqa: E402
+from specdeck.engines.core.config import (  # noqa: E402
+    DTYPES, INSPECTOR_ALTERNATIVES, DecodeSettings,
+)
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
 from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
 
-#: What the playground records per position for its inspector (tui/app.py, not imported:
-#: it would pull in the TUI).
-INSPECTOR_ALTERNATIVES = 5
 PROMPT = "def fibonacci(n):\n    if n < 2:\n        return n\n    return"
 
 

@@ -49,11 +49,10 @@ from specdeck.tui.prompt_line import PromptLine
 from specdeck.safe_text.tui import LiteralNotify
 from specdeck.tui.terminal import require_terminal, run_app_to_the_end
 from specdeck.safe_text.plain import visible
+from specdeck.engines.core.config import INSPECTOR_ALTERNATIVES
 
 #: A screen shorter has no row to spare: four panes take 20 of 24.
 SHORT_ROWS = 30
-#: The target's top alternatives recorded per position, for the inspector.
-INSPECTOR_ALTERNATIVES = 5
 
 
 class SpecdeckApp(LiveRuns, Racing, Teaching, Navigation, LiteralNotify, App[None]):

@@ -30,6 +30,8 @@ MAX_MTP_DEPTH = 8
 #: The target's top alternatives recorded per position: enough to explain a choice; each
 #: one is stored for every position of the session.
 MAX_ALTERNATIVES = 64
+#: The alternatives the playground records per position, for its inspector.
+INSPECTOR_ALTERNATIVES = 5
 #: Temperatures other than 0 (greedy) lie in this range. Sampling scales float32 log-
 #: probabilities by 1 / temperature: near 1e-39 that overflows (0 x inf: NaN
 #: probabilities, garbage tokens) and near 1e39 it vanishes (-inf x 0), while well
