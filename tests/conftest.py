@@ -6,13 +6,12 @@ no Hugging Face hub.  Building the whole family takes well under a second.
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 import pytest
 
-from specdeck.blas import openblas_environment
+from specdeck.blas import openblas_environment, reexec_with_openblas
 from specdeck.testing.tiny_models import build_family
 
 #: Fixtures shared by several modules (the model picker's fake catalog).
@@ -25,15 +24,15 @@ def pytest_configure(config: pytest.Config) -> None:
     bundled BLAS is ~30x slower): pytest started from the command line re-executes itself
     once, before xdist starts its workers (which inherit the preload).
     ``SPECDECK_NO_OPENBLAS=1`` keeps the bundled BLAS."""
-    env = openblas_environment()
     started_as_command = config.invocation_params.args == tuple(sys.argv[1:])
-    if env is None or not started_as_command or hasattr(config, "workerinput"):
+    if (openblas_environment() is None or not started_as_command
+            or hasattr(config, "workerinput")):
         return
     # Conftests load while pytest captures the terminal: give it back before exec.
     config.pluginmanager.getplugin("capturemanager").stop_global_capturing()
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, *sys.orig_argv[1:]], env)
+    reexec_with_openblas(sys.orig_argv[1:])
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
