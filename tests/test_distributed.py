@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import queue
+import resource
 import signal
 import subprocess
 import sys
@@ -437,6 +438,7 @@ def test_the_mlx_launch_command_line_and_its_exit_status() -> None:
     from specdeck.hosts.launch import launch_argv, rank_status
 
     local = launch_argv(GroupSpec(ranks=2), ["-m", "specdeck", "sweep"])
+    assert local[:3] == [sys.executable, "-m", "specdeck.hosts.mlx_launcher"]
     assert local[local.index("-n") + 1] == "2" and "--starting-port" in local
     assert local[local.index("--python") + 1] == sys.executable
     assert local[local.index("--"):] == ["--", "-m", "specdeck", "sweep"]
@@ -452,6 +454,21 @@ def test_the_mlx_launch_command_line_and_its_exit_status() -> None:
     assert rank_status([(1, -9), (0, 1)]) == 1
     assert rank_status([(1, 3)]) == 3 and rank_status([(1, None)]) == 1
     assert rank_status([(1, 3), (0, -15)]) == 3 and rank_status([(1, 3), (0, 2)]) == 2
+
+
+def test_the_launcher_waits_without_spinning() -> None:
+    """Two ranks that sleep 1.5 s: mlx.launch as it comes spends ~1 processor-second
+    relaying them (a thread per rank polls its stdin, always writable); the launcher
+    specdeck runs spends a small fraction of that."""
+    from specdeck.hosts.launch import launch_argv
+
+    argv = launch_argv(GroupSpec(ranks=2), ["-c", "import time; time.sleep(1.5)"])
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = subprocess.run(argv, stdin=subprocess.PIPE, capture_output=True, timeout=60)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert run.returncode == 0, run.stderr
+    used = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    assert used < 0.5, f"{used:.2f} processor-seconds for two sleeping ranks"
 
 
 def test_a_refusal_names_the_models_that_can_be_split() -> None:

@@ -122,9 +122,8 @@ class GroupHost(ChildHost):
         argv = launch_argv(self.group, ["-m", "specdeck.hosts.group", "--shard",
                                         self.group.shard], self._python)
         log = open(self._log, "wb")
-        # Its own session: closing the app ends every local rank with mlx.launch; stdin a
-        # pipe never written, which mlx.launch waits on instead of spinning.
-        self._process = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=log,
+        # Its own session: closing the app ends every local rank with mlx.launch.
+        self._process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log,
                                          stderr=subprocess.STDOUT, env=env,
                                          start_new_session=True)
         log.close()

@@ -20,7 +20,6 @@ import os
 import random
 import re
 import shlex
-import shutil
 import signal
 import socket
 import subprocess
@@ -40,16 +39,8 @@ _RANK_ENDED = re.compile(r"Node with rank (\d+) (?:exited with code (-?\d+)|was 
 
 
 def mlx_launch() -> list[str]:
-    """How to run ``mlx.launch``: its script beside this Python or on the PATH, else
-    the function that script calls."""
-    beside = Path(sys.executable).with_name("mlx.launch")
-    if beside.exists():
-        return [str(beside)]
-    found = shutil.which("mlx.launch")
-    if found:
-        return [found]
-    return [sys.executable, "-c", "import sys; from mlx._distributed_utils.launch import "
-            "main; sys.argv[0] = 'mlx.launch'; sys.exit(main())"]
+    """How to run ``mlx.launch``: its function, without its busy wait (``mlx_launcher``)."""
+    return [sys.executable, "-m", "specdeck.hosts.mlx_launcher"]
 
 
 def free_port_run(count: int) -> int:
@@ -164,7 +155,7 @@ def relaunch(spec: GroupSpec, command: list[str], python: str | None = None) -> 
           f"{where} ({spec.backend}): {shlex.join(argv)}", file=sys.stderr, flush=True)
     warnings: list[tuple[int, int | None]] = []
     signalled: list[int] = []
-    process = subprocess.Popen(argv, stdin=subprocess.PIPE, stderr=subprocess.PIPE,
+    process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                start_new_session=True, preexec_fn=_launcher_starts)
 
     def pass_on(signum: int, frame: object) -> None:
