@@ -26,20 +26,39 @@ ROOT = Path(__file__).resolve().parent.parent
 PROMPT = "def add(a, b):\n    return a + b\n"
 
 
-def measured(tmp_path: Path, target: Path, draft: Path | None, strategies: str,
-             *extra: str) -> dict:
-    """A headless comparison in a fresh process (nothing else allocated in it): the
-    document with each strategy's estimate and measured peak."""
-    out = tmp_path / f"{target.name}-{strategies}.json"
-    args = ["compare", "--headless", "--no-save", "--json", str(out), "--target", str(target),
-            "--strategies", strategies, "--ignore-eos", "--prompt", PROMPT, *extra]
-    if draft:
-        args += ["--draft", str(draft)]
+#: Runs each command line it reads (JSON, one a line) as ``specdeck`` would, freeing
+#: every array between them: each comparison finds nothing else allocated, as in a fresh
+#: process, for the cost of one.
+_MEASURE = """
+import gc, json, sys
+import mlx.core as mx
+from specdeck.cli import main
+for line in sys.stdin:
+    status = main(json.loads(line))
+    gc.collect()
+    mx.clear_cache()
+    if status:
+        sys.exit(status)
+"""
+
+
+def measured(tmp_path: Path, runs: dict[str, tuple]) -> dict[str, dict]:
+    """Headless comparisons, one process for all: each run's document with each
+    strategy's estimate and measured peak. ``runs``: name -> (target, draft or None,
+    strategies, extra arguments)."""
+    lines = []
+    for name, (target, draft, strategies, extra) in runs.items():
+        args = ["compare", "--headless", "--no-save", "--json", str(tmp_path / f"{name}.json"),
+                "--target", str(target), "--strategies", strategies, "--ignore-eos",
+                "--prompt", PROMPT, *extra]
+        if draft:
+            args += ["--draft", str(draft)]
+        lines.append(orjson.dumps(args).decode())
     env = {**os.environ, "SPECDECK_NO_OPENBLAS": "1"}
-    result = subprocess.run([sys.executable, "-m", "specdeck", *args], capture_output=True,
-                            text=True, cwd=ROOT, env=env, timeout=300)
+    result = subprocess.run([sys.executable, "-c", _MEASURE], input="\n".join(lines),
+                            capture_output=True, text=True, cwd=ROOT, env=env, timeout=300)
     assert result.returncode == 0, result.stderr
-    return orjson.loads(out.read_bytes())
+    return {name: orjson.loads((tmp_path / f"{name}.json").read_bytes()) for name in runs}
 
 
 def assert_within_25_percent(doc: dict) -> None:
@@ -49,20 +68,52 @@ def assert_within_25_percent(doc: dict) -> None:
         assert 0.75 * peak <= estimate_ <= 1.25 * peak, (name, estimate_, peak)
 
 
-# max_tokens 300 crosses a KV cache growth (256 positions), the costliest moment.
+# 300 tokens cross a KV cache growth (256 positions), the costliest moment.
+LONG = ["--max-tokens", "300"]
+
+
+def assert_all_within_25_percent(docs: dict[str, dict]) -> None:
+    for name, doc in docs.items():
+        assert set(doc["strategies"]) == set(doc["config"]["memory_estimates"]), name
+        assert_within_25_percent(doc)
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("target, draft, strategies, extra", [
-    ("llama_target", "llama_draft", "plain,draft,ngram", ["-k", "3"]),
-    ("hybrid_target", "hybrid_draft", "plain,draft,ngram", []),
-    ("mtp_target", None, "plain,mtp", ["--depth", "2"]),
-    # A model drafting for itself is loaded once: its weights must count once.
-    ("llama_target", "llama_target", "plain,draft", ["-k", "2"]),
-])
-def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path, target, draft,
-                                                     strategies, extra) -> None:
-    doc = measured(tmp_path, tiny_family[target], draft and tiny_family[draft], strategies,
-                   "--max-tokens", "300", *extra)
-    assert_within_25_percent(doc)
+def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path) -> None:
+    """The tiny families, and a model drafting for itself (loaded once: its weights
+    count once)."""
+    family = tiny_family
+    assert_all_within_25_percent(measured(tmp_path, {
+        "llama": (family["llama_target"], family["llama_draft"], "plain,draft,ngram",
+                  [*LONG, "-k", "3"]),
+        "hybrid": (family["hybrid_target"], family["hybrid_draft"], "plain,draft,ngram", LONG),
+        "mtp": (family["mtp_target"], None, "plain,mtp", [*LONG, "--depth", "2"]),
+        "itself": (family["llama_target"], family["llama_target"], "plain,draft",
+                   [*LONG, "-k", "2"]),
+    }))
+
+
+@pytest.mark.slow
+def test_estimate_within_25_percent_for_converted_weights_and_the_demo_models(
+        tiny_family, tmp_path) -> None:
+    """Half precision and 4-bit weights (short of a cache growth: the weights' terms,
+    cast and packed, are what is checked), and the demo family shipped in models/demo."""
+    from mlx_lm import convert
+
+    from specdeck.testing.tiny_models import build_model
+
+    src = build_model(tmp_path / "f32", "llama", seed=15, tokenizer_dir=tiny_family["tokenizer"],
+                      hidden_size=64)
+    convert(str(src), mlx_path=str(tmp_path / "bf16"), dtype="bfloat16")
+    convert(str(src), mlx_path=str(tmp_path / "q4"), quantize=True, q_group_size=32, q_bits=4)
+    demo = demo_models()
+    assert demo is not None
+    short = ["--max-tokens", "200"]
+    assert_all_within_25_percent(measured(tmp_path, {
+        "bf16": (tmp_path / "bf16", None, "plain,ngram", short),
+        "q4": (tmp_path / "q4", None, "plain,ngram", short),
+        "demo": (Path(demo.target), Path(demo.draft), "plain,draft,mtp,ngram", LONG),
+    }))
 
 
 def test_a_model_drafting_for_itself_counts_its_weights_once(tiny_family) -> None:
@@ -75,32 +126,6 @@ def test_a_model_drafting_for_itself_counts_its_weights_once(tiny_family) -> Non
     assert estimate("draft", target, settings, 20, draft=other).draft_weights == other.weight_bytes
     out = estimate_comparison(["plain", "draft"], target, settings, 20, draft=target)
     assert out["plain"].other_models == 0 and out["draft"].other_models == 0
-
-
-@pytest.mark.slow
-def test_estimate_within_25_percent_for_half_precision_and_quantized(tiny_family, tmp_path) -> None:
-    from mlx_lm import convert
-
-    from specdeck.testing.tiny_models import build_model
-
-    src = build_model(tmp_path / "f32", "llama", seed=15, tokenizer_dir=tiny_family["tokenizer"],
-                      hidden_size=64)
-    convert(str(src), mlx_path=str(tmp_path / "bf16"), dtype="bfloat16")
-    convert(str(src), mlx_path=str(tmp_path / "q4"), quantize=True, q_group_size=32, q_bits=4)
-    # Short of a cache growth: the weights' terms (cast, packed) are what is checked here.
-    for model in ("bf16", "q4"):
-        assert_within_25_percent(
-            measured(tmp_path, tmp_path / model, None, "plain,ngram", "--max-tokens", "200")
-        )
-
-
-@pytest.mark.slow
-def test_estimate_within_25_percent_on_the_demo_models(tmp_path) -> None:
-    demo = demo_models()  # shipped with specdeck (models/demo)
-    assert demo is not None
-    doc = measured(tmp_path, Path(demo.target), Path(demo.draft), "plain,draft,mtp,ngram",
-                   "--max-tokens", "300")
-    assert_within_25_percent(doc)
 
 
 def test_terms(tiny_family) -> None:
