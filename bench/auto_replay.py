@@ -55,6 +55,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 from draft_policies import HELD_OUT_FILES, TUNING, prompt_text  # noqa: E402
 from revisions import engines_at  # noqa: E402
 
+#: Prompts written to tune ``auto`` on besides ``TUNING`` and the built-in ones (none held
+#: out): copied text the demo's target loops on, and code it does not.
+TUNING_FILES = Path(__file__).resolve().parent / "tuning"
 #: Where recordings are kept between runs (a prompt's costs a plain run and a probe).
 RECORDS = Path(tempfile.gettempdir()) / "specdeck-policy-replay"
 #: Past its first wrong draft a draft model's chain is followed while it is this sure (a
@@ -328,7 +331,8 @@ def main() -> int:
         sorted(path.stem for path in HELD_OUT_FILES.glob("*.txt"))),
         help="held-out prompt names (the default: every one), built-in ones or text files")
     ap.add_argument("--tuning", action="store_true",
-                    help="the prompts rules may be chosen on instead of the held-out ones")
+                    help="the prompts rules may be chosen on instead of the held-out ones: "
+                         "draft_policies' ten, the other built-in ones and tuning/'s")
     ap.add_argument("--policies", default="auto,grow,pmin:0.6,pmin:0.75")
     ap.add_argument("--ks", default="1,2,3,4,6,8,12,16", help="the fixed k replayed alongside")
     ap.add_argument("--against", help="a git revision: its auto replayed as 'before'")
@@ -384,7 +388,7 @@ def main() -> int:
                             calibration.typical_survival(args.drafter), against, variants)
     clocks = {name: ChoiceClock() for name in factories}
     fixed = [int(k) for k in args.ks.split(",") if int(k) <= most]
-    prompts = list(TUNING) if args.tuning else args.prompts.split(",")
+    prompts = tuning_prompts() if args.tuning else args.prompts.split(",")
     print(f"{args.family} {args.drafter}, {args.max_tokens} tokens, {args.seeds} seeds, "
           f"draft step {step:.2f}, a pass of 2 / 5 / {most + 1} tokens {passes[1]:.2f} / "
           f"{passes[4]:.2f} / {passes[most]:.2f} plain steps")
@@ -417,6 +421,14 @@ def main() -> int:
     print("choosing: " + ", ".join(f"{name} {clock.ms:.3f} ms" for name, clock in clocks.items()
                                    if clock.calls))
     return 0
+
+
+def tuning_prompts() -> list[str]:
+    """Every prompt rules may be chosen on, none of them held out."""
+    from specdeck.prompts import PROMPTS_DIR
+
+    built_in = sorted(path.stem for path in PROMPTS_DIR.glob("*.txt") if path.stem not in TUNING)
+    return [*TUNING, *built_in, *sorted(str(path) for path in TUNING_FILES.glob("*.txt"))]
 
 
 def against_auto(other: list[float], auto: list[float]) -> str:

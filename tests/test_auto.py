@@ -119,6 +119,25 @@ def test_a_calibration_prices_the_first_round_and_the_runs_timings_correct_it() 
     assert costs[5] == pytest.approx(5 * step + passes[5] + missed)
 
 
+def test_priced_by_a_calibration_it_stops_to_time_a_plain_step_only_where_it_is_close() -> None:
+    """A plain step untimed, the calibration prices it: where the best k is predicted
+    well ahead, its explorations draft (plain steps there cost what a copied text's
+    rounds gain); under ``time_below`` they time a plain step, as the choice may hang
+    on it."""
+    def run(cost: float, accept: float, most_kept: int) -> tuple[AutoLength, list]:
+        policy = AutoLength(8, (cost, tuple(1.0 + cost * k for k in range(9))))
+        choices = feed(policy, accept, draft_step=cost * PASS, rounds=24, most_kept=most_kept,
+                       pass_cost=lambda n: PASS * (1 + cost * (n - 1)))
+        return policy, choices
+
+    clear, choices = run(0.05, 0.9, 16)  # k = 8 predicted at 3-4x a plain step
+    assert {c.why for c in choices} == {"best", "explore"} and not clear.one_token.values
+    close, choices = run(0.15, 0.6, 1)  # k = 1 predicted at 1.0-1.2x
+    timing = [i for i, c in enumerate(choices) if c.why == "time"]
+    assert timing[0] == RULES.explore_every - 1 and close.one_token.value == PASS
+    assert all(c.tokens / c.cost < RULES.time_below for c in choices[:timing[0]])
+
+
 def test_without_a_calibration_untimed_lengths_lie_on_the_line_through_the_nearest() -> None:
     policy = timed(8)
     for i in range(3):

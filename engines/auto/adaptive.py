@@ -11,13 +11,16 @@ pair where there is one, else by a straight line through the verify pass timed n
 either shifted by what it missed at the nearest k drafted.
 
 Every ``explore_every`` rounds it drafts a neighbour of its best k instead, so that a
-wrong estimate corrects itself. While it stands at plain steps it learns from the draft
-model's greedy guesses at their tokens (temperature 0), judged as rounds drafting there
-would have judged them; with no guesses to judge (an MTP head, prompt lookup,
-temperature > 0), or while no drafting round of its own has priced drafting, it tries
-its best drafting k. Either waits ``explore_every`` plain steps, twice as long after each
-that leaves it at plain steps (guesses: at most ``window`` apart), so what learning costs
-a text that never pays stays small.
+wrong estimate corrects itself. Until it has timed a plain step, the calibration prices
+one; it stops to time one (plain steps, in place of an exploration) only where the
+choice may hang on it: the best k predicted under ``time_below`` times a plain step.
+While it stands at plain steps it learns from the draft model's greedy guesses at their
+tokens (temperature 0), judged as rounds drafting there would have judged them; with no
+guesses to judge (an MTP head, prompt lookup, temperature > 0), or while no drafting
+round of its own has priced drafting, it tries its best drafting k. Either waits
+``explore_every`` plain steps, twice as long after each that leaves it at plain steps
+(guesses: at most ``window`` apart), so what learning costs a text that never pays stays
+small.
 docs/auto-k.md says how each part was measured.
 """
 
@@ -46,6 +49,10 @@ class AutoRules:
     #: starts from, and the acceptance assumed at the first before any draft is judged.
     prior_weight: float = 2.0
     prior_rate: float = 0.5
+    #: Priced by a calibration alone, a best k predicted under this many times a plain
+    #: step's rate has plain steps run first to time one: a calibration off by a quarter
+    #: could flip that choice, not a clearer one.
+    time_below: float = 1.25
 
 
 RULES = AutoRules()
@@ -210,8 +217,8 @@ class AutoLength:
                 up = self.explorations % 2 == 0 or best == 1
                 k, why = (best + 1 if up and best < self.most else best - 1), "explore"
                 self.explored_at, self.explorations = self.rounds, self.explorations + 1
-                if not self.one_token.values:  # priced by a calibration alone so far
-                    k, why, self.timing = 0, "time", True
+                if not self.one_token.values and rates[best] < self.rules.time_below:
+                    k, why, self.timing = 0, "time", True  # priced by a calibration alone
         else:
             self.explored_at = self.rounds
             if (not self.guessing or not self.whole) and self.idle >= self.wait:

@@ -27,7 +27,9 @@ def auto_words(event: Round) -> str:
     k = choice.k
     if choice.why == "time":
         return ("auto chose a plain step: it times plain steps to price drafting rounds "
-                "against (this pair has no calibration on this machine)")
+                "against (this pair has no calibration on this machine, or the "
+                f"calibration alone predicted no k at {times(RULES.time_below)} a plain "
+                "step or more: near enough for its error to flip the choice)")
     if choice.why == "start":
         return (f"auto chose {drafts(k)}: a drafting round timed to price the others (this "
                 "pair has no calibration on this machine)")
