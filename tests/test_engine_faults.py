@@ -139,7 +139,7 @@ async def test_a_save_that_misses_the_sessions_folder_is_said(tiny_family, tmp_p
     blocker = tmp_path / "a-file"
     blocker.write_text("x")
     app = live_app(make_request(tiny_family), sessions_dir=blocker)
-    async with app.run_test(size=SIZE) as pilot:
+    async with app.run_test(size=(180, 40)) as pilot:
         await settle(app, pilot)
         assert app.phase == "measured"
         (line,) = app.save_problems

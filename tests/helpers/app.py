@@ -73,7 +73,7 @@ def shows(lines: list[str], text: str) -> bool:
 PROMPT = "def add(a, b):\n    return"
 
 
-SIZE = (160, 48)
+SIZE = (110, 36)
 
 
 def make_request(family, k: int = 2, max_tokens: int = 40,
