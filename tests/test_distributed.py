@@ -139,8 +139,8 @@ def test_two_ranks_decode_what_one_process_decodes(tiny_family, tmp_path) -> Non
     assert per_rank["kv_cache"] < whole.kv_cache and per_rank["weights"] < whole.weights
 
 
-@pytest.mark.slow
 def test_a_model_mlx_lm_cannot_split_that_way_is_refused_in_one_line(tiny_family) -> None:
+    """Before any rank starts: the ranks would load the model only to say so."""
     run = specdeck("compare", "--headless", "--shard", "pipeline", "-n", "2", "--target",
                    str(tiny_family["llama_target"]), "--strategies", "plain",
                    "--prompt", PROMPT, "--no-save")
@@ -148,6 +148,7 @@ def test_a_model_mlx_lm_cannot_split_that_way_is_refused_in_one_line(tiny_family
     assert run.returncode == 2, run.stderr[-2000:]
     assert errors == [f"specdeck: error: {tiny_family['llama_target']} is a llama model, which "
                       "mlx-lm cannot split by pipeline: use --shard tensor"], run.stderr[-2000:]
+    assert "starting 2 ranks" not in run.stderr
 
 
 _AGREEMENTS = """

@@ -47,7 +47,7 @@ import mlx.core as mx
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
-from specdeck.engines.models.catalog import describe_dir
+from specdeck.engines.models.catalog import describe_dir, read_model_folder
 from specdeck.engines.runs.compare import (
     CompareResult, encode_prompt, measure_strategies, start_compare,
 )
@@ -259,6 +259,29 @@ def refusal(name: str, kind: str, mode: str) -> str:
     return (f"{name} is a {kind} model, which mlx-lm cannot split over machines; "
             f"--shard tensor splits {', '.join(tensor)}; --shard pipeline splits "
             f"{', '.join(pipeline)}")
+
+
+def refuse_unsplittable(target: str, mode: str) -> None:
+    """GroupError before any rank starts when ``target``'s mlx-lm class cannot be split
+    ``mode``-wise (the ranks would load it only to say so, seconds later). A target not
+    on this machine, or one whose class mlx-lm does not name, is left to the ranks."""
+    import importlib
+
+    from mlx_lm.utils import _get_classes  # mlx-lm's own choice of class for a config
+
+    try:
+        config = read_model_folder(Path(target).expanduser())
+        model_class, _ = _get_classes(config)
+        module = importlib.import_module(model_class.__module__)
+    except (ModelError, OSError, ValueError, KeyError, TypeError, ImportError):
+        return
+    if mode == "tensor":
+        splits = hasattr(model_class, "shard")
+    else:  # the pipeline method sits on the inner model, a class of the same module
+        splits = any(isinstance(c, type) and hasattr(c, "pipeline")
+                     for c in vars(module).values())
+    if not splits:
+        raise GroupError(refusal(target, str(config.get("model_type", "unknown")), mode))
 
 
 def split_model(model: Any, config: dict, group: Group, name: str) -> None:
