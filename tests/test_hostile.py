@@ -45,7 +45,7 @@ from specdeck.testing.pilot import run_async, screen_text, settle
 #: that reorder or hide text.
 FORBIDDEN = (b"\x1b", b"\x07", "\x9b".encode(),
              *(c.encode() for c in "\u202e\u2066\u2067\u2068\u2069\u200b\u200d\ufeff\u2028"))
-SIZE = (160, 48)
+SIZE = (110, 36)
 HYPOTHESIS = settings(max_examples=40, deadline=None,
                       suppress_health_check=[HealthCheck.function_scoped_fixture,
                                              HealthCheck.too_slow])

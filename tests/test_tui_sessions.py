@@ -25,7 +25,7 @@ from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.testing.pilot import run_async, screen_text, settle
 from specdeck.testing.traces import demo_traces
 
-SIZE = (160, 48)
+SIZE = (110, 36)
 #: The "new" session's plain output: the sample's, with tokens 3 and 4 replaced.
 NEW_PLAIN = [11, 12, 13, 40, 41, 16, 17, 18]
 

@@ -11,7 +11,7 @@ from specdeck.testing.pilot import run_async, until
 from specdeck.tui.racing import RACE_FPS
 from specdeck.testing.traces import demo_traces
 
-SIZE = (160, 48)
+SIZE = (110, 36)
 
 
 class Clock:
