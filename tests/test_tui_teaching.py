@@ -109,8 +109,19 @@ async def test_the_inspector_steps_back_jumps_and_follows_a_click():
         await pilot.press("b", "b", "b", "b", "b")  # round 1 is the first
         assert draft.selected == 0 and last_toast(app) == "draft: round 1 is the first"
 
-        # A click on a token of plain's round 10 inspects that round.
+        # A jump to a round far above the end plain's view follows scrolls it into view.
         view = plain.view
+        plain.focus()
+        await pilot.press("j")
+        await until(pilot, lambda: isinstance(app.screen, JumpScreen))
+        app.screen.query_one(Input).value = "2"
+        await pilot.press("enter")
+        await pilot.pause()
+        assert view.max_scroll_y > 0 and plain.selected == 1
+        assert any(view.round_at(x, y) == 1 for y in range(view.size.height)
+                   for x in range(view.size.width))
+
+        # A click on a token of plain's round 10 inspects that round.
         view.scroll_home(animate=False)
         await pilot.pause()
         cell = next((x, y) for y in range(view.size.height) for x in range(view.size.width)

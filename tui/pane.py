@@ -243,11 +243,12 @@ class StrategyPane(Vertical, can_focus=True):
 
     def show_round(self, number: int) -> None:
         """Select round ``number`` (from 0), showing the events up to it first when it is
-        not shown yet."""
+        not shown yet, its tokens scrolled into view."""
         if number >= self.rounds_shown:
             target = self.rounds[number]
             self.show_until(next(i for i, e in enumerate(self.events) if e is target) + 1)
         self.selected = number
+        self.view.bring_into_view(number)
 
     @on(TokenView.Picked)
     def _picked(self, message: TokenView.Picked) -> None:

@@ -170,6 +170,15 @@ class TokenView(ScrollView, can_focus=False):
             self._strips.clear()
             self.refresh()
 
+    def bring_into_view(self, owner: int) -> None:
+        """Scroll the first line of round ``owner``'s tokens into view when it is not (a
+        round jumped to may be far from the end the view follows)."""
+        line = next((i for i, runs in enumerate(self._lines)
+                     if any(run[2] == owner for run in runs)), None)
+        top, height = round(self.scroll_y), self.scrollable_content_region.height
+        if line is not None and not top <= line < top + height:
+            self.scroll_to(y=max(line - height // 3, 0), animate=False, immediate=True)
+
     def round_at(self, x: int, y: int) -> int | None:
         """The round of the token drawn at (``x``, ``y``) of the view, if any."""
         scroll_x, scroll_y = self.scroll_offset
