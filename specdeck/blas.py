@@ -21,13 +21,18 @@ INSTALL_OPENBLAS = f"sudo apt-get install {OPENBLAS_PACKAGE}"
 def blas_advice() -> str | None:
     """How to make matrix products fast, where this Linux process runs them through
     mlx's bundled reference BLAS (~30x slower); None where it does not."""
-    if sys.platform != "linux" or "blas" in os.environ.get("LD_PRELOAD", "").lower():
+    if sys.platform != "linux" or _preloaded():
         return None
     if openblas_path() is not None:
         return ("OpenBLAS is installed but not loaded (~30x faster matrix products): start "
                 "specdeck with its own command, SPECDECK_NO_OPENBLAS unset")
     return (f"matrix products use mlx's reference BLAS, ~30x slower: {INSTALL_OPENBLAS}, "
             "then start specdeck again (it loads OpenBLAS itself)")
+
+
+def _preloaded() -> bool:
+    """Whether a BLAS is preloaded already (this re-execution, or the user's own)."""
+    return "blas" in os.environ.get("LD_PRELOAD", "").lower()
 
 
 def openblas_path() -> Path | None:
@@ -48,9 +53,9 @@ def openblas_environment() -> dict[str, str] | None:
     where that would not help (not Linux, already done, turned off, none installed)."""
     if sys.platform != "linux" or os.environ.get(_MARK) or os.environ.get("SPECDECK_NO_OPENBLAS"):
         return None
-    preload = os.environ.get("LD_PRELOAD", "")
-    if "blas" in preload.lower():
+    if _preloaded():
         return None
+    preload = os.environ.get("LD_PRELOAD", "")
     lib = openblas_path()
     if lib is None:
         return None
