@@ -76,6 +76,49 @@ def test_a_sweep_stopped_by_sigterm_keeps_what_finished(tiny_family, tmp_path) -
     assert out.is_file() and "interrupted: keeping the" in err.read_text()
 
 
+# Two quick Ctrl+C: the first's handling runs under a tracer that sends the second at its
+# line 1, then (afresh) at its line 2, ...; each must end in KeyboardInterrupt. It prints
+# one more than the lines the handling ran.
+SIGNAL_DURING_SIGNAL = """
+import os, signal, sys, time
+from specdeck.hosts.stopping import Stopping
+
+handler, at, seen, inside = Stopping._on_signal.__code__, 0, 0, False
+
+def trace(frame, event, arg):
+    global seen, inside
+    if frame.f_code is handler and event in ("call", "return"):
+        inside = event == "call"
+    elif inside and event == "line":
+        seen += 1
+        if seen == at:
+            os.kill(os.getpid(), signal.SIGINT)
+    return trace if inside else None
+
+while seen >= at:
+    at, seen = at + 1, 0
+    with Stopping("interrupt"):
+        sys.settrace(trace)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:
+                pass
+            sys.exit(f"no KeyboardInterrupt at line {at}")
+        except KeyboardInterrupt:
+            sys.settrace(None)
+print(at)
+"""
+
+
+def test_a_signal_during_the_handling_of_another_quits_at_once() -> None:
+    """Two quick Ctrl+C in a sweep once hung for good: the second landed while the
+    first's handler held a lock that handling the second took again."""
+    done = subprocess.run([sys.executable, "-c", SIGNAL_DURING_SIGNAL], capture_output=True,
+                          text=True, timeout=20)
+    assert done.returncode == 0 and int(done.stdout) > 5, done.stderr
+
+
 # --- the group launch -------------------------------------------------------------------
 
 

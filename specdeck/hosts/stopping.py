@@ -65,7 +65,9 @@ class Stopping:
 
     def __init__(self, mode: Mode = "cancel") -> None:
         self.mode: Mode = mode
-        self.requested = threading.Event()
+        # A flag, not a threading.Event: a second signal can land while the first's
+        # handler holds the Event's lock, and setting it again would wait forever.
+        self.requested = False
         self._previous: dict[int, object] = {}
 
     def __enter__(self) -> "Stopping":
@@ -81,17 +83,17 @@ class Stopping:
             signal.signal(signum, previous)
 
     def is_set(self) -> bool:
-        return self.requested.is_set()
+        return self.requested
 
     def _on_signal(self, signum: int, frame: object) -> None:
         name = "Ctrl+C" if signum == signal.SIGINT else signal.Signals(signum).name
         if self.mode == "hold":
             _say(f"{name}: writing what finished first")
             return
-        first = not self.requested.is_set()
+        first = not self.requested
         if first:
+            self.requested = True
             record(signum)
-            self.requested.set()
             if signum == getattr(signal, "SIGHUP", None):
                 _leave_the_terminal()
         if self.mode == "interrupt" or not first:
