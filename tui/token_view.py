@@ -177,7 +177,9 @@ class TokenView(ScrollView, can_focus=False):
                      if any(run[2] == owner for run in runs)), None)
         top, height = round(self.scroll_y), self.scrollable_content_region.height
         if line is not None and not top <= line < top + height:
-            self.scroll_to(y=max(line - height // 3, 0), animate=False, immediate=True)
+            # A third of the way down, yet never past the text's last line.
+            top = min(line - height // 3, len(self._lines) - height)
+            self.scroll_to(y=max(top, 0), animate=False, immediate=True)
 
     def round_at(self, x: int, y: int) -> int | None:
         """The round of the token drawn at (``x``, ``y``) of the view, if any."""
