@@ -190,11 +190,11 @@ def run_speculative(
         drafts, draft_lp, drafter, choice = propose()
         queued: _Pass | None = None
         while True:
-            mx.eval(drafts)
-            after_draft = timer.now()
             k = drafts.size
-            checked = queued or verify(pending, drafts, draft_lp)
-            queued = None
+            if k:
+                mx.eval(drafts)
+            after_draft = timer.now()
+            checked, queued = queued or verify(pending, drafts, draft_lp), None
             lp, hidden, captured, verdict = (
                 checked.lp, checked.hidden, checked.captured, checked.verdict)
             if not k and not proposer.may_draft({n: c.k for n, c in choices.items()}):
@@ -226,6 +226,13 @@ def run_speculative(
             pending = mx.array([token], mx.uint32)
             now = timer.now()
 
+            # Everything else the round records runs while the next drafts are queued.
+            with mx.stream(generation_stream):
+                probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
+                if verdict.uniforms is not None:
+                    probs.append(verdict.uniforms)
+                top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
+            mx.async_eval(*probs, *top)
             # The tokens this round adds: the accepted drafts, then the target's token,
             # unless the run stops inside the accepted drafts.
             candidates = drafted[:accepted] + [token]
@@ -236,14 +243,6 @@ def run_speculative(
                 if queued is None and not drafts.size:  # the target's step runs right away
                     queued = verify(pending, drafts, draft_lp)
                     mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
-            # Everything else the round records is computed behind the next drafts (or
-            # the next plain step).
-            with mx.stream(generation_stream):
-                probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
-                if verdict.uniforms is not None:
-                    probs.append(verdict.uniforms)
-                top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
-            mx.async_eval(*probs, *top)
             end: EndKind | None = None
             if len(tokens) > accepted:
                 end = "bonus" if accepted == k and k else ("correction" if k else "target")
