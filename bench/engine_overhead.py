@@ -102,14 +102,15 @@ def module_of(engines: ModuleType, name: str) -> ModuleType:
 
 
 def plain_steps_loop(engines: ModuleType, models: Models, ids: list[int],
-                     n: int) -> Callable[[], int]:
+                     n: int, alternatives: int) -> Callable[[], int]:
     """The speculative loop of ``engines`` (this tree's or a revision's) drafting
     nothing: prompt lookup whose match would need more tokens than any run holds, so
-    every round is a plain step, as auto's plain steps and an unmatched lookup are."""
+    every round is a plain step, as auto's plain steps and an unmatched lookup are
+    (recording ``alternatives`` per position)."""
     names = {"speculative": "decode.speculative", "ngram": "proposers.ngram",
              "lengths": "auto.length|auto.draft_length", "sampling": "decode.sampling"}
     parts = {key: module_of(engines, name) for key, name in names.items()}
-    settings = DecodeSettings(max_tokens=n, stop_at_eos=False)
+    settings = DecodeSettings(max_tokens=n, stop_at_eos=False, alternatives=alternatives)
 
     def run() -> int:
         return made(parts["speculative"].run_speculative(
@@ -139,7 +140,7 @@ def loops(models: Models, ids: list[int], n: int, k: int,
 
     return {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
             "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain,
-            "plain steps": plain_steps_loop(this_engines, models, ids, n)}
+            "plain steps": plain_steps_loop(this_engines, models, ids, n, alternatives)}
 
 
 def timed(fn: Callable[[], int]) -> float:
@@ -193,7 +194,8 @@ def main() -> None:
             for name, fn in loops(models, ids, n, args.k, args.alternatives).items():
                 runs.setdefault(name, []).append(fn)
             if engines is not None:
-                runs.setdefault(then, []).append(plain_steps_loop(engines, models, ids, n))
+                runs.setdefault(then, []).append(plain_steps_loop(engines, models, ids, n,
+                                                                  args.alternatives))
         pairs = PAIRS
         if args.against:
             pairs += ((then, "mlx-lm plain"), ("plain steps", then))
