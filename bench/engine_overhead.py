@@ -20,9 +20,10 @@ overhead dominates and the ratio is a worst case).
 
     python bench/engine_overhead.py --size small --tokens 128 --reps 15
 
-``--against REV`` adds the speculative loop drafting nothing as it was at a git revision
-(its whole ``engines/``, imported beside this one), paired with this one's: whether a
-change to the loop made its plain steps faster.
+``--against REV`` adds the speculative loop drafting nothing and the ``draft`` strategy as
+they were at a git revision (its whole ``engines/``, imported beside this one), paired
+with this one's: whether a change to the loop made its plain steps or its drafting
+rounds faster.
 """
 
 from __future__ import annotations
@@ -119,6 +120,16 @@ def plain_steps_loop(engines: ModuleType, models: Models, ids: list[int],
     return run
 
 
+def draft_loop(engines: ModuleType, models: Models, ids: list[int], n: int, k: int,
+               alternatives: int) -> Callable[[], int]:
+    """The ``draft`` strategy of ``engines`` (a revision's), as ``loops`` runs this tree's."""
+    run, config = module_of(engines, "decode.run|run"), module_of(engines, "core.config|config")
+    settings = config.DecodeSettings(max_tokens=n, num_draft_tokens=k, stop_at_eos=False,
+                                     alternatives=alternatives)
+    pair = run.Models(models.target, models.draft)
+    return lambda: made(run.run_strategy("draft", pair, ids, settings))
+
+
 def loops(models: Models, ids: list[int], n: int, k: int,
           alternatives: int) -> dict[str, Callable[[], int]]:
     """Each loop of ``PAIRS`` on ``models`` and the prompt ``ids``: a call runs it for
@@ -175,7 +186,8 @@ def main() -> None:
                         help="comma-separated prompts of bench/held_out/ (default: one "
                              "code prompt); each repetition runs every loop on each")
     parser.add_argument("--against", metavar="REV",
-                        help="also time the loop's plain steps as at this git revision")
+                        help="also time the loop's plain steps and draft as at this git "
+                             "revision")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -186,7 +198,7 @@ def main() -> None:
         n = args.tokens
         texts = ([(ROOT / "bench" / "held_out" / f"{name}.txt").read_text()
                   for name in args.prompts.split(",")] if args.prompts else [PROMPT])
-        then = f"plain steps ({args.against})"
+        then, drafted = f"plain steps ({args.against})", f"draft ({args.against})"
         engines = engines_at(args.against, Path(tmp)) if args.against else None
         runs: dict[str, list[Callable[[], int]]] = {}
         for text in texts:
@@ -196,9 +208,12 @@ def main() -> None:
             if engines is not None:
                 runs.setdefault(then, []).append(plain_steps_loop(engines, models, ids, n,
                                                                   args.alternatives))
+                runs.setdefault(drafted, []).append(draft_loop(engines, models, ids, n, args.k,
+                                                               args.alternatives))
         pairs = PAIRS
         if args.against:
-            pairs += ((then, "mlx-lm plain"), ("plain steps", then))
+            pairs += ((then, "mlx-lm plain"), ("plain steps", then),
+                      (drafted, "mlx-lm draft"), ("specdeck draft", drafted))
         names = list(runs)
         for fns in runs.values():  # warm-up
             fns[0]()
