@@ -20,9 +20,10 @@ overhead dominates and the ratio is a worst case).
 
     python bench/engine_overhead.py --size small --tokens 128 --reps 15
 
-``--against REV`` adds the speculative loop drafting nothing as it was at a git revision
-(its whole ``engines/``, imported beside this one), paired with this one's: whether a
-change to the loop made its plain steps faster.
+``--against REV`` adds the speculative loop drafting nothing and the ``draft`` strategy as
+they were at a git revision (its whole ``engines/``, imported beside this one), paired
+with this one's: whether a change to the loop made its plain steps or its drafting
+rounds faster.
 """
 
 from __future__ import annotations
@@ -102,20 +103,31 @@ def module_of(engines: ModuleType, name: str) -> ModuleType:
 
 
 def plain_steps_loop(engines: ModuleType, models: Models, ids: list[int],
-                     n: int) -> Callable[[], int]:
+                     n: int, alternatives: int) -> Callable[[], int]:
     """The speculative loop of ``engines`` (this tree's or a revision's) drafting
     nothing: prompt lookup whose match would need more tokens than any run holds, so
-    every round is a plain step, as auto's plain steps and an unmatched lookup are."""
+    every round is a plain step, as auto's plain steps and an unmatched lookup are
+    (recording ``alternatives`` per position)."""
     names = {"speculative": "decode.speculative", "ngram": "proposers.ngram",
              "lengths": "auto.length|auto.draft_length", "sampling": "decode.sampling"}
     parts = {key: module_of(engines, name) for key, name in names.items()}
-    settings = DecodeSettings(max_tokens=n, stop_at_eos=False)
+    settings = DecodeSettings(max_tokens=n, stop_at_eos=False, alternatives=alternatives)
 
     def run() -> int:
         return made(parts["speculative"].run_speculative(
             models.target, parts["ngram"].PromptLookup(1 << 30), ids, settings,
             {"ngram": parts["lengths"].FixedLength(4)}, parts["sampling"].KeyStream(0)))
     return run
+
+
+def draft_loop(engines: ModuleType, models: Models, ids: list[int], n: int, k: int,
+               alternatives: int) -> Callable[[], int]:
+    """The ``draft`` strategy of ``engines`` (a revision's), as ``loops`` runs this tree's."""
+    run, config = module_of(engines, "decode.run|run"), module_of(engines, "core.config|config")
+    settings = config.DecodeSettings(max_tokens=n, num_draft_tokens=k, stop_at_eos=False,
+                                     alternatives=alternatives)
+    pair = run.Models(models.target, models.draft)
+    return lambda: made(run.run_strategy("draft", pair, ids, settings))
 
 
 def loops(models: Models, ids: list[int], n: int, k: int,
@@ -139,7 +151,7 @@ def loops(models: Models, ids: list[int], n: int, k: int,
 
     return {"specdeck draft": ours("draft"), "mlx-lm draft": mlx_draft,
             "specdeck plain": ours("plain"), "mlx-lm plain": mlx_plain,
-            "plain steps": plain_steps_loop(this_engines, models, ids, n)}
+            "plain steps": plain_steps_loop(this_engines, models, ids, n, alternatives)}
 
 
 def timed(fn: Callable[[], int]) -> float:
@@ -174,7 +186,8 @@ def main() -> None:
                         help="comma-separated prompts of bench/held_out/ (default: one "
                              "code prompt); each repetition runs every loop on each")
     parser.add_argument("--against", metavar="REV",
-                        help="also time the loop's plain steps as at this git revision")
+                        help="also time the loop's plain steps and draft as at this git "
+                             "revision")
     args = parser.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
@@ -185,7 +198,7 @@ def main() -> None:
         n = args.tokens
         texts = ([(ROOT / "bench" / "held_out" / f"{name}.txt").read_text()
                   for name in args.prompts.split(",")] if args.prompts else [PROMPT])
-        then = f"plain steps ({args.against})"
+        then, drafted = f"plain steps ({args.against})", f"draft ({args.against})"
         engines = engines_at(args.against, Path(tmp)) if args.against else None
         runs: dict[str, list[Callable[[], int]]] = {}
         for text in texts:
@@ -193,10 +206,14 @@ def main() -> None:
             for name, fn in loops(models, ids, n, args.k, args.alternatives).items():
                 runs.setdefault(name, []).append(fn)
             if engines is not None:
-                runs.setdefault(then, []).append(plain_steps_loop(engines, models, ids, n))
+                runs.setdefault(then, []).append(plain_steps_loop(engines, models, ids, n,
+                                                                  args.alternatives))
+                runs.setdefault(drafted, []).append(draft_loop(engines, models, ids, n, args.k,
+                                                               args.alternatives))
         pairs = PAIRS
         if args.against:
-            pairs += ((then, "mlx-lm plain"), ("plain steps", then))
+            pairs += ((then, "mlx-lm plain"), ("plain steps", then),
+                      (drafted, "mlx-lm draft"), ("specdeck draft", drafted))
         names = list(runs)
         for fns in runs.values():  # warm-up
             fns[0]()

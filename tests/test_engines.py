@@ -108,6 +108,18 @@ def test_round_structure(tiny_family, store) -> None:
     assert {"bonus", "correction"} <= {r.end for r in trace.rounds}
 
 
+
+def test_the_loops_plain_steps_record_plain_decodings_alternatives(tiny_family, store) -> None:
+    """Prompt lookup that can never match runs every round as a plain step queued before
+    the previous token is read: its tokens, and the target's alternatives at each, are
+    plain decoding's."""
+    models = pair(store, tiny_family, "llama_target", "llama_draft")
+    settings = greedy(alternatives=4, ngram_n=4 * TOKENS)  # longer than any run: no match
+    plain, lookup = run("plain", models, settings), run("ngram", models, settings)
+    assert not any(r.drafted for r in lookup.rounds)
+    assert lookup.tokens == plain.tokens
+    assert [r.alternatives for r in lookup.rounds] == [r.alternatives for r in plain.rounds]
+
 def mlx_lm_rounds(flags: list[bool]) -> list[int]:
     """Accepted drafts per round from mlx-lm's from_draft flags."""
     rounds, run_length = [], 0

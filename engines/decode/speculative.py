@@ -33,15 +33,21 @@ from specdeck.engines.decode.sampling import (
 
 @dataclass(slots=True)
 class _Pass:
-    """A verify pass queued: the target's sampling log-probs (1 + k, V), its hidden states
-    when the proposer wants them, the states it captured (hybrid targets), the cache's
-    checkpoint before it (else), and the verdict on the drafts."""
+    """A verify pass queued: the target's hidden states when the proposer wants them, the
+    states it captured (hybrid targets), the cache's checkpoint before it (else), the
+    verdict on the drafts and what the inspector shows."""
 
-    lp: mx.array
     hidden: mx.array | None
     captured: CapturedPass | None
     point: Checkpoint | None
     verdict: Verdict
+    #: The target's top alternatives at each position (ids, probabilities), or ().
+    top: tuple[mx.array, ...]
+
+    def start(self) -> None:
+        """Run a plain step now, its alternatives with its token (as plain decoding
+        does: read later, they would wait for whatever is queued behind them)."""
+        mx.async_eval(self.verdict.passed, self.verdict.fallback, *self.top)
 
 
 class Proposer(Protocol):
@@ -113,13 +119,14 @@ def run_speculative(
     """Draft, verify, rewind and record, round after round; ``lengths`` says how many
     drafts each drafter the proposer uses asks for (a fixed k, or ``auto``).
 
-    Only the verdict is read back before the next round's drafts are queued; what the
-    round records besides (probabilities, uniform draws, the target's alternatives, the
-    text) is computed and written down while those drafts compute, as mlx-lm overlaps
-    Python work with the next step. A round's ``draft_seconds`` therefore runs from the
-    end of the previous round's verify pass to the moment its drafts are known, and
-    includes the recording of the previous round where that outlasts the drafting;
-    ``verify_seconds`` runs from there to the end of the verdict and rewind. A round that
+    Only the verdict is read back before the next round's drafts are queued. What the
+    round records besides (probabilities, uniform draws, the target's alternatives) is
+    computed ahead of those drafts, and the round is written down (text, event) while
+    they compute, as mlx-lm overlaps Python work with the next step. A round's
+    ``draft_seconds`` therefore runs from the end of the previous round's verify pass to
+    the moment its drafts are known, and includes the recording of the previous round
+    where that outlasts the drafting; ``verify_seconds`` runs from there to the end of
+    the verdict and rewind. A round that
     drafts nothing (``auto`` chose a plain step, lookup found no match, MTP's first) is
     queued as soon as it can be: after a round that drafted nothing, before that round's
     token is read where no token could let it draft (``Proposer.may_draft``), as plain
@@ -183,26 +190,26 @@ def run_speculative(
                         logprobs, hidden = forward(model, cache, verified), None
                 lp = sampling_logprobs(logprobs, sampling)
                 verdict = judge_drafts(drafts, lp, draft_lp, sampling, keys)
-            return _Pass(lp, hidden, captured, point, verdict)
+                top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
+            return _Pass(hidden, captured, point, verdict, top)
 
         last = pre.t
         index = cleared = 0
         drafts, draft_lp, drafter, choice = propose()
         queued: _Pass | None = None
         while True:
-            mx.eval(drafts)
-            after_draft = timer.now()
             k = drafts.size
-            checked = queued or verify(pending, drafts, draft_lp)
-            queued = None
-            lp, hidden, captured, verdict = (
-                checked.lp, checked.hidden, checked.captured, checked.verdict)
+            if k:
+                mx.eval(drafts)
+            after_draft = timer.now()
+            checked, queued = queued or verify(pending, drafts, draft_lp), None
+            hidden, captured, verdict = checked.hidden, checked.captured, checked.verdict
             if not k and not proposer.may_draft({n: c.k for n, c in choices.items()}):
                 # A plain step, and the next round drafts nothing either (none asked
                 # for, or none to be had: prompt lookup with no match possible): queue
                 # its step on this one's token before reading it, as plain decoding does.
                 queued = verify(verdict.fallback, drafts, None)
-                mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
+                queued.start()
             mx.eval(verdict.passed, verdict.fallback)
             drafted = drafts.tolist()
             accepted = leading_run(verdict.passed.tolist())
@@ -226,6 +233,12 @@ def run_speculative(
             pending = mx.array([token], mx.uint32)
             now = timer.now()
 
+            # Everything else the round records runs while the next drafts are queued.
+            probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
+            if verdict.uniforms is not None:
+                probs.append(verdict.uniforms)
+            top = checked.top
+            mx.async_eval(*probs, *top)
             # The tokens this round adds: the accepted drafts, then the target's token,
             # unless the run stops inside the accepted drafts.
             candidates = drafted[:accepted] + [token]
@@ -235,15 +248,7 @@ def run_speculative(
                 drafts, draft_lp, drafter, choice = propose()
                 if queued is None and not drafts.size:  # the target's step runs right away
                     queued = verify(pending, drafts, draft_lp)
-                    mx.async_eval(queued.verdict.passed, queued.verdict.fallback)
-            # Everything else the round records is computed behind the next drafts (or
-            # the next plain step).
-            with mx.stream(generation_stream):
-                probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
-                if verdict.uniforms is not None:
-                    probs.append(verdict.uniforms)
-                top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
-            mx.async_eval(*probs, *top)
+                    queued.start()
             end: EndKind | None = None
             if len(tokens) > accepted:
                 end = "bonus" if accepted == k and k else ("correction" if k else "target")
