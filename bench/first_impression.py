@@ -10,8 +10,11 @@ plain run of the same repetition: on a shared machine only a ratio measured side
 side means anything. Per prompt it prints each strategy's acceptance, the median of the
 ratios and their range; the load average before and after says how busy the machine
 was. Every run's tokens are checked against plain's (speculation is lossless).
+``--against REV`` adds prompt lookup as it was at a git revision (``ngram@REV``), run by
+that revision's own code in the same rotation.
 
     python bench/first_impression.py [--reps 5] [--max-tokens 128] [--prompts a,b,FILE]
+        [--strategies plain,ngram] [--against REV]
 """
 
 from __future__ import annotations
@@ -20,7 +23,10 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
+from importlib import import_module
 from pathlib import Path
+from typing import Any, Callable
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -33,6 +39,7 @@ from specdeck.engines.measure.blas_threads import fit_blas_threads_to  # noqa: E
 from specdeck.engines.models.families import require_family  # noqa: E402
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
 from specdeck.engines.runs.compare import encode_prompt  # noqa: E402
+from revisions import engines_at  # noqa: E402
 
 #: Held out: written for this check, never in ``prompts/``, no setting chosen on them.
 HELD_OUT = {
@@ -72,6 +79,31 @@ def prompt_text(name: str) -> str:
     return get_prompt(name).text
 
 
+def runners(strategies: tuple[str, ...], models: Models, engines: Any, against: str
+            ) -> dict[str, Callable[[list[int], DecodeSettings], tuple[Any, list[int]]]]:
+    """Each strategy's run, as (statistics, tokens) of a prompt under settings; with
+    ``engines`` (a revision's), ``ngram@REV`` too, measured by that revision's code."""
+    def ours(strategy: str) -> Callable[[list[int], DecodeSettings], tuple[Any, list[int]]]:
+        def run(ids: list[int], settings: DecodeSettings) -> tuple[Any, list[int]]:
+            events = list(run_strategy(strategy, models, ids, settings))
+            return compute_stats(events), [t for e in events if isinstance(e, Round)
+                                           for t in e.tokens]
+        return run
+
+    def then(ids: list[int], settings: DecodeSettings) -> tuple[Any, list[int]]:
+        config, ngram, events_, stats = (import_module(f"{engines.__name__}.{name}") for name in (
+            "core.config", "proposers.ngram", "core.events", "core.stats"))
+        # The revision's own defaults (its n and k), at this run's length.
+        events = list(ngram.run(models, ids, config.DecodeSettings(max_tokens=settings.max_tokens)))
+        rounds = [e for e in events if isinstance(e, events_.Round)]
+        return stats.compute_stats(events), [t for e in rounds for t in e.tokens]
+
+    runs = {strategy: ours(strategy) for strategy in strategies}
+    if engines is not None:
+        runs[f"ngram@{against}"] = then
+    return runs
+
+
 def spread(values: list[float]) -> str:
     return f"{min(values):.2f}-{max(values):.2f}"
 
@@ -82,47 +114,63 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--prompts", default=",".join(HELD_OUT),
                     help="held-out prompts by name, text files or built-in prompts")
+    ap.add_argument("--strategies", default=",".join(STRATEGIES),
+                    help="plain first, then the strategies measured against it")
+    ap.add_argument("--against", metavar="REV",
+                    help="also prompt lookup as it was at this git revision")
     args = ap.parse_args()
+    strategies = tuple(args.strategies.split(","))
+    if strategies[0] != "plain" or len(strategies) < 2:
+        ap.error("--strategies starts with plain and names at least one other")
 
     family = require_family("smollm2")
     store = ModelStore()
-    models = Models(target=store.get(family.target), draft=store.get(family.draft))
+    models = Models(target=store.get(family.target),
+                    draft=store.get(family.draft) if "draft" in strategies else None)
     fit_blas_threads_to(models.target)
+    with tempfile.TemporaryDirectory() as tmp:
+        engines = engines_at(args.against, Path(tmp)) if args.against else None
+        race(runners(strategies, models, engines, args.against), models, args)
+    return 0
+
+
+def race(runs: dict[str, Callable[[list[int], DecodeSettings], tuple[Any, list[int]]]],
+         models: Models, args: argparse.Namespace) -> None:
+    """Every prompt: each run warmed, then ``args.reps`` rotations; one line each."""
+    strategies = tuple(runs)
     settings = DecodeSettings(max_tokens=args.max_tokens)
     load_before = os.getloadavg()
     print(f"smollm2, temperature 0, up to {args.max_tokens} tokens, {args.reps} repetitions, "
           f"{os.cpu_count()} cores; load average before {load_before[0]:.2f} "
           f"(1 min) {load_before[1]:.2f} (5 min)")
-    print(f"{'prompt':<10} {'tokens':>6} {'plain tok/s':>11}  "
+    print(f"{'prompt':<12} {'tokens':>6} {'plain tok/s':>11}  "
           + "  ".join(f"{s + ' accept':>13} {s + '/plain median (range)':>30}"
-                      for s in STRATEGIES[1:]))
+                      for s in strategies[1:]))
     for name in args.prompts.split(","):
         ids = encode_prompt(models.target.tokenizer, prompt_text(name))
-        for strategy in STRATEGIES:  # warm each once, untimed
-            list(run_strategy(strategy, models, ids, DecodeSettings(max_tokens=8)))
-        speeds: dict[str, list[float]] = {s: [] for s in STRATEGIES}
+        for strategy in strategies:  # warm each once, untimed
+            runs[strategy](ids, DecodeSettings(max_tokens=8))
+        speeds: dict[str, list[float]] = {s: [] for s in strategies}
         acceptance: dict[str, float | None] = {}
         tokens: dict[str, list[int]] = {}
         for rep in range(args.reps):
-            turn = rep % len(STRATEGIES)
-            for strategy in STRATEGIES[turn:] + STRATEGIES[:turn]:
-                events = list(run_strategy(strategy, models, ids, settings))
-                stats = compute_stats(events)
-                made = [t for e in events if isinstance(e, Round) for t in e.tokens]
+            turn = rep % len(strategies)
+            for strategy in strategies[turn:] + strategies[:turn]:
+                stats, made = runs[strategy](ids, settings)
                 if tokens.setdefault(strategy, made) != made or made != tokens.get("plain", made):
                     raise SystemExit(f"{strategy} on {name}: its tokens differ from plain's")
                 speeds[strategy].append(stats.tokens_per_s)
                 acceptance[strategy] = stats.acceptance_rate
         cells = []
-        for strategy in STRATEGIES[1:]:
+        for strategy in strategies[1:]:
             ratios = [s / p for s, p in zip(speeds[strategy], speeds["plain"])]
             cells.append(f"{acceptance[strategy]:>13.0%} "
                          f"{statistics.median(ratios):>19.2f}x ({spread(ratios)})")
-        print(f"{name:<10} {len(tokens['plain']):>6} "
+        label = Path(name).stem if Path(name).is_file() else name
+        print(f"{label:<12} {len(tokens['plain']):>6} "
               f"{statistics.median(speeds['plain']):>11.1f}  " + "  ".join(cells), flush=True)
     load_after = os.getloadavg()
     print(f"load average after {load_after[0]:.2f} (1 min) {load_after[1]:.2f} (5 min)")
-    return 0
 
 
 if __name__ == "__main__":

@@ -82,7 +82,8 @@ def test_chain_equals_plain_at_temperature_zero(pair, prompt) -> None:
 def test_copyable_text_is_drafted_by_lookup_and_the_rest_by_the_model(pair) -> None:
     copy, ids = run("chain", pair, COPY, greedy())
     assert copy.rounds[0].proposer == "ngram"
-    assert copy.rounds[0].drafted == ids[ids.index(ids[-N]) + N:][:4]
+    # One token: no copy kept yet this run (``ngram.SURE``).
+    assert copy.rounds[0].drafted == ids[ids.index(ids[-N]) + N:][:1]
     fresh, _ = run("chain", pair, FRESH, greedy())
     assert fresh.rounds[0].proposer == "draft"
     assert {r.proposer for r in copy.rounds} >= {"ngram", "draft"}

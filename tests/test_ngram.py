@@ -1,6 +1,7 @@
-"""Prompt-lookup decoding: the lookup itself, equality with plain decoding at temperature
-0 (hybrid caches included), losslessness at temperature > 0, and drafting that follows
-how much the text repeats."""
+"""Prompt-lookup decoding: the lookup itself (the longest match, its sources' agreement,
+drafts that follow how the copies went), equality with plain decoding at temperature 0
+(hybrid caches included), losslessness at temperature > 0, and drafting that follows how
+much the text repeats."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 from specdeck.engines.core.config import DecodeSettings, Sampling
 from specdeck.engines.core.events import Trace
 from specdeck.engines.models.loading import ModelStore
+from specdeck.engines.proposers import ngram
 from specdeck.engines.proposers.ngram import PromptLookup
 from specdeck.engines.core.stats import compute_stats
 from specdeck.engines.decode.run import Models, run_strategy
@@ -23,6 +25,13 @@ FRESH = "The quick brown fox jumps over the lazy dog"
 @pytest.fixture(scope="module")
 def store() -> ModelStore:
     return ModelStore()
+
+
+@pytest.fixture
+def certain(monkeypatch) -> None:
+    """Every agreed token copied, however the copies went: where a test needs a round of
+    several drafts from its first."""
+    monkeypatch.setattr(ngram, "SURE", 0.0)
 
 
 def run(name: str, models: Models, ids: list[int], settings: DecodeSettings) -> Trace:
@@ -70,18 +79,24 @@ def lookup(history: list[int], n: int, count: int) -> list[int]:
     return drafts.tolist()
 
 
-def test_lookup_copies_what_followed_the_latest_match() -> None:
-    #            0  1  2  3  4  5  6  7  8  9
-    history = [1, 2, 3, 9, 9, 1, 2, 4, 5, 1, 2]
-    assert lookup(history, 2, 3) == [4, 5, 1]  # the match at 5..6, not the one at 0..1
+def test_lookup_copies_from_the_longest_match_while_its_sources_agree(certain) -> None:
+    #            0  1  2  3  4  5  6  7  8  9 10 11
+    history = [3, 1, 2, 4, 6, 9, 1, 2, 5, 3, 1, 2]
+    # "1 2" last occurred at 6..7, but "3 1 2" at 0..2 matches longer: copy from there.
+    assert lookup(history, 2, 3) == [4, 6, 9]
     assert lookup(history, 2, 1) == [4]
-    assert lookup(history, 3, 3) == []  # "5 1 2" never occurred before
+    assert lookup(history, 3, 3) == [4, 6, 9]
+    assert lookup(history, 4, 3) == []  # "5 3 1 2" never occurred before
+    # Two occurrences as long as each other, followed by 4 and by 5: no copy.
+    assert lookup([1, 2, 4, 1, 2, 5, 1, 2], 2, 3) == []
+    # ... followed by "4 7" and "4 8": they agree on 4 only.
+    assert lookup([1, 2, 4, 7, 1, 2, 4, 8, 1, 2], 2, 3) == [4]
     assert lookup([7, 8, 7], 1, 4) == [8, 7]  # bounded by the end of the text
     assert lookup([7], 1, 4) == []  # nothing before it
     assert lookup([7, 8], 3, 4) == []  # shorter than n
 
 
-def test_settle_extends_the_text_with_what_was_kept() -> None:
+def test_settle_extends_the_text_with_what_was_kept(certain) -> None:
     proposer = PromptLookup(1)
     proposer.begin([5, 6], None)
     assert proposer.propose(2)[0].tolist() == []
@@ -90,8 +105,35 @@ def test_settle_extends_the_text_with_what_was_kept() -> None:
     proposer.settle([6, 5], 1, 8, None)  # kept 6, then 8: 5 6 5 6 8
     assert proposer.history == [5, 6, 5, 6, 8]
     assert proposer.propose(2)[0].tolist() == []
-    proposer.settle([], 0, 6, None)  # 5 6 5 6 8 6: 6 was last followed by 8
-    assert proposer.propose(3)[0].tolist() == [8, 6]
+    proposer.settle([], 0, 6, None)  # 5 6 5 6 8 6: 6 was followed by 5, then by 8
+    assert proposer.propose(3)[0].tolist() == []
+    proposer.settle([], 0, 8, None)  # 5 6 5 6 8 6 8: 8 was followed by 6
+    assert proposer.propose(3)[0].tolist() == [6, 8]
+
+
+def test_drafts_grow_while_copies_are_kept_and_drop_to_one_after_a_miss() -> None:
+    """Each copied token is taken to be kept with chance (s + 1) / (s + 2) after s kept
+    in a row; a draft goes on while all of it is kept with chance ``SURE`` or more."""
+    text = list(range(100, 200))
+    proposer = PromptLookup(2)
+    proposer.begin(text + text[:2], None)
+    done, lengths = 2, []
+    for _ in range(7):
+        drafts = proposer.propose(16)[0].tolist()
+        assert drafts == text[done:done + len(drafts)]
+        lengths.append(len(drafts))
+        proposer.settle(drafts, len(drafts), text[done + len(drafts)], None)
+        done += len(drafts) + 1
+    assert lengths == [1, 1, 1, 2, 3, 4, 6]
+    proposer.settle([7, 7], 0, 1, None)  # a chain's model drafted these: no copy judged
+    proposer.settle([], 0, text[done], None)
+    proposer.settle([], 0, text[done + 1], None)
+    assert len(proposer.propose(16)[0].tolist()) == 9  # 18 kept in a row
+    proposer.settle([text[done + 2]], 0, 1, None)  # a miss, then a token never seen
+    assert proposer.propose(16)[0].tolist() == []
+    for token in text[:2]:
+        proposer.settle([], 0, token, None)
+    assert proposer.propose(16)[0].tolist() == text[2:3]  # one after a miss
 
 
 def test_may_draft_says_whether_any_next_token_would_give_a_match() -> None:
@@ -109,10 +151,13 @@ def test_may_draft_says_whether_any_next_token_would_give_a_match() -> None:
         could = proposer.may_draft({"ngram": 4})
         matched = []
         for token in range(4):
-            after = PromptLookup(n)
-            after.begin(history, None)
-            after.settle([], 0, token, None)
-            matched.append(after.match() is not None)
+            after = history + [token]
+            matched.append(len(after) > n and any(
+                after[i:i + n] == after[-n:] for i in range(len(after) - n)))
+            if not matched[-1]:  # no n-gram to match: nothing to copy
+                proposer_after = PromptLookup(n)
+                proposer_after.begin(after, None)
+                assert proposer_after.match() is None
         assert could == any(matched), (n, history)
         assert not proposer.may_draft({"ngram": 0})
         seen.add(could)
@@ -160,7 +205,7 @@ def test_ngram_equals_plain_at_temperature_zero(tiny_family, store, target, n) -
             assert all(len(r.drafted) <= k for r in trace.rounds)
 
 
-def test_hybrid_rejections_roll_back_exactly(tiny_family, store) -> None:
+def test_hybrid_rejections_roll_back_exactly(tiny_family, store, certain) -> None:
     """Rejected lookups on a hybrid target rewind from the verify pass's captured states."""
     models = Models(store.get(str(tiny_family["hybrid_target"])))
     ids = models.target.tokenizer.encode(PROMPT)
@@ -186,7 +231,7 @@ def test_repeating_prompt_accepts_most_drafts(tiny_family, store) -> None:
 # --- temperature > 0 -------------------------------------------------------------------
 
 @pytest.mark.slow
-def test_ngram_sampling_is_lossless(tiny_family, store) -> None:
+def test_ngram_sampling_is_lossless(tiny_family, store, certain) -> None:
     """The prompt ends in a repeat, so the first round drafts: k=2 over two tokens covers
     acceptance, correction and bonus, on a hybrid target rewound by its captured states.
     200 runs: the rule itself is tested exactly (test_acceptance_rule's "lookup" case);

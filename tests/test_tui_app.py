@@ -69,7 +69,7 @@ async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
         await settle(app, pilot)
         assert app.phase == "measured"
         plain, draft, ngram = app.pane("plain"), app.pane("draft"), app.pane("ngram")
-        assert [p.border_title for p in app.panes] == ["plain", "draft k=2", "ngram n=3 k=4"]
+        assert [p.border_title for p in app.panes] == ["plain", "draft k=2", "ngram n=3 k=8"]
         for pane in (plain, draft, ngram):
             assert pane.complete and pane.status == "length"
         # Every token is marked by kind: plain has only target tokens...

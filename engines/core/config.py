@@ -164,7 +164,7 @@ class DecodeSettings:
     #: Match length for the ``ngram`` strategy, and its maximum drafts per round (or
     #: a policy).
     ngram_n: int = 3
-    ngram_k: DraftCount = 4
+    ngram_k: DraftCount = 8
     #: How many of the target's top alternatives to record per verified position (0: none).
     alternatives: int = 0
     #: Stop at the end-of-sequence token (benchmarks turn this off for fixed lengths).

@@ -2,8 +2,9 @@
 
 When the last ``n`` tokens occurred before (in the prompt or in what was generated), the
 tokens that followed them then are likely to follow now: code being rewritten, a quoted
-passage, a repeated structure. Those tokens are the drafts, up to ``k`` of them; the
-target verifies them in one pass like any other drafts. No second model, nothing to
+passage, a repeated structure. Those tokens are the drafts, up to ``k`` of them, as many
+as the copies so far make likely to be kept (``PromptLookup``); the target verifies them
+in one pass like any other drafts. No second model, nothing to
 prefill, and a draft is a fixed token (a point mass), which the acceptance rule of
 ``sampling.py`` handles exactly, so the output stays the target's at any temperature.
 """
@@ -15,7 +16,7 @@ from typing import Any, Iterator, Mapping, Sequence, TYPE_CHECKING
 
 import mlx.core as mx
 
-from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.config import MAX_DRAFT_TOKENS, DecodeSettings
 from specdeck.engines.decode.shared import Clock
 from specdeck.engines.auto.length import draft_length
 from specdeck.engines.core.events import Event
@@ -26,11 +27,30 @@ if TYPE_CHECKING:  # run.py imports this module when it runs a strategy
     from specdeck.engines.decode.run import Models
 
 
-class PromptLookup:
-    """Proposals from the latest earlier occurrence of the last ``n`` tokens.
+#: The longest suffix looked up. A longer match tells apart the occurrences of a short
+#: one (vLLM's ``prompt_lookup_max``, llama.cpp's lookup n-gram sizes).
+LONGEST = 8
+#: Occurrences of the shortest n-gram compared, latest first: bounds a round's work on
+#: text where it recurs thousands of times.
+RECENT = 32
+#: A copied token is drafted only while the chance that it and the copied tokens before
+#: it are all kept is at least this. A paraphrase (a summary) copies a few words at a
+#: time, so its drafts stay short and mostly kept; a verbatim copy earns long drafts.
+SURE = 0.6
 
-    An index from every n-gram seen so far to the position right after its latest
-    occurrence keeps each lookup O(n), however long the text grows.
+
+class PromptLookup:
+    """Proposals copied from where the text last read as it reads now.
+
+    The longest suffix of the text (``n`` to ``LONGEST`` tokens) that occurred before
+    names the occurrences to copy from, the latest first. The copy stops where those
+    occurrences disagree (common words met by chance, not a quotation) and, beyond its
+    first token, where the chance that the next one is kept with those before it falls
+    under ``SURE``: each copied token is taken to be kept with the chance that Laplace's
+    rule of succession gives after the copied tokens kept since the last rejected one,
+    (s + 1) / (s + 2). So drafts grow while copies keep being kept and fall back to one
+    token after a miss. An index from every n-gram to the positions right after its
+    occurrences keeps each lookup short however long the text.
     """
 
     wants_hidden = False
@@ -39,9 +59,13 @@ class PromptLookup:
     def __init__(self, n: int) -> None:
         self.n = n
         self.history: list[int] = []
-        self.follows: dict[tuple[int, ...], int] = {}
+        self.follows: dict[tuple[int, ...], list[int]] = {}
         #: The first n - 1 tokens of every n-gram in ``follows`` (``may_draft``).
         self.heads: set[tuple[int, ...]] = set()
+        #: Copied drafts kept since the last one rejected.
+        self.streak = 0
+        #: How many drafts the last ``propose`` copied (a chain's model drafts others).
+        self.copied = 0
 
     def drafter(self) -> str:
         return "ngram"
@@ -51,6 +75,7 @@ class PromptLookup:
 
     def begin(self, prompt: list[int], rest: mx.array) -> None:
         self.history, self.follows, self.heads = [], {}, set()
+        self.streak = self.copied = 0
         self._extend(prompt)
 
     def _extend(self, tokens: list[int]) -> None:
@@ -58,16 +83,36 @@ class PromptLookup:
         for token in tokens:
             if len(history) >= n:
                 gram = tuple(history[-n:])
-                self.follows[gram] = len(history)
+                self.follows.setdefault(gram, []).append(len(history))
                 self.heads.add(gram[:-1])
             history.append(token)
 
-    def match(self) -> int | None:
-        """Where the tokens after the latest earlier occurrence of the last ``n`` start;
-        None when the text offers no such match."""
-        if len(self.history) < self.n:
+    def match(self) -> tuple[int, int] | None:
+        """Where the copy starts and how many tokens its sources agree on (at least
+        one), from the latest occurrences of the longest suffix seen before; None when
+        the text offers no such match."""
+        history, n = self.history, self.n
+        if len(history) < n:
             return None
-        return self.follows.get(tuple(self.history[-self.n :]))
+        starts = self.follows.get(tuple(history[-n:]), [])[-RECENT:]
+        longest, best = 0, []
+        for start in reversed(starts):
+            length = n
+            while (length < LONGEST and length < start
+                   and history[start - length - 1] == history[-length - 1]):
+                length += 1
+            if length > longest:
+                longest, best = length, [start]
+            elif length == longest:
+                best.append(start)
+        if not best:
+            return None
+        agreed = 0
+        while agreed < MAX_DRAFT_TOKENS and all(
+                s + agreed < len(history) and history[s + agreed] == history[best[0] + agreed]
+                for s in best):
+            agreed += 1
+        return (best[0], agreed) if agreed else None
 
     def may_draft(self, counts: Mapping[str, int]) -> bool:
         """After one more token, the last ``n`` end with it: a match needs an n-gram
@@ -84,13 +129,24 @@ class PromptLookup:
     def propose(self, count: int, p_min: float | None = None
                 ) -> tuple[mx.array, mx.array | None, float | None]:
         """Up to ``count`` copied tokens: certain drafts, which ``p_min`` never stops."""
-        start = self.match()
-        drafts = [] if start is None else self.history[start : start + count]
+        found = self.match()
+        drafts: list[int] = []
+        if found is not None and count > 0:
+            start, agreed = found
+            rate = (self.streak + 1) / (self.streak + 2)
+            length, sure = 1, rate
+            while length < min(count, agreed) and sure * rate >= SURE:
+                length, sure = length + 1, sure * rate
+            drafts = self.history[start : start + length]
+        self.copied = len(drafts)
         return (mx.array(drafts, mx.uint32) if drafts else no_drafts()), None, None
 
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
+        if self.copied:
+            self.streak = self.streak + accepted if accepted == len(drafts) else 0
+            self.copied = 0
         self._extend(drafts[:accepted] + [token])
 
 
