@@ -337,12 +337,12 @@ async def test_the_list_shows_each_setting_once_and_every_column_whole(sessions,
     async with app.run_test(size=size) as pilot:
         browser = await open_browser(app, pilot)
         await pilot.pause()
-        # A chain repeats ngram's n and draft's k: each is said once; ngram's own k (4,
+        # A chain repeats ngram's n and draft's k: each is said once; ngram's own k (8,
         # not draft's auto) says whose it is.
-        assert rows(browser)[0][2] == "k=auto n=3 ngram-k=4"
+        assert rows(browser)[0][2] == "k=auto n=3 ngram-k=8"
         # The columns are sized once the table has its width (a refresh after mounting:
         # later on a loaded machine).
-        chained = re.compile(r"20261203-101500_\S+\s+k=auto n=3 ngram-k=4\s")
+        chained = re.compile(r"20261203-101500_\S+\s+k=auto n=3 ngram-k=8\s")
         for _ in range(40):
             lines = screen_text(app).splitlines()
             if any(chained.search(line) for line in lines):
