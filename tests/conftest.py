@@ -6,6 +6,7 @@ no Hugging Face hub.  Building the whole family takes well under a second.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -33,6 +34,13 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     reexec_with_openblas(sys.orig_argv[1:])
+
+
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """One worker more than the cores (``-n auto``): many tests wait on other processes
+    (ranks, tmux, a browser), and a spare worker keeps the cores busy meanwhile
+    (2 cores: 3 workers 3 min 58 s, 2 workers 4 min 21 s)."""
+    return (os.cpu_count() or 1) + 1
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
