@@ -43,29 +43,26 @@ def greedy(**kw) -> DecodeSettings:
     return DecodeSettings(stop_at_eos=False, ngram_n=N, **kw)
 
 
-def latest_match(history: list[int], n: int) -> int | None:
-    """Where the tokens after the latest earlier occurrence of the last ``n`` start, by
-    brute force (independent of ``PromptLookup``'s index)."""
+def copy_sources(history: list[int], n: int) -> list[int]:
+    """Where the tokens after each earlier occurrence of the last ``n`` start, by brute
+    force (independent of ``PromptLookup``'s index)."""
     tail = history[-n:]
-    for start in range(len(history) - n - 1, -1, -1):
-        if history[start:start + n] == tail:
-            return start + n
-    return None
+    return [start + n for start in range(len(history) - n) if history[start:start + n] == tail]
 
 
 def check_proposers(trace: Trace, prompt: list[int], fallback: str) -> None:
-    """Each round's drafter is the one the rule names: lookup where the text so far holds
-    a match (its drafts copied from there), ``fallback`` elsewhere."""
+    """Each round's drafter is one the rule allows: ``fallback`` where the text so far
+    holds no match; where it does, lookup with drafts copied from after one of the
+    matches, or ``fallback`` (lookup declines where the matches go on differently)."""
     history = list(prompt)
     for r in trace.rounds:
-        start = latest_match(history, N)
+        sources = copy_sources(history, N)
         if not r.drafted:  # only ``auto`` choosing a plain step, or MTP's first round
             assert r.proposer is None and (r.index == 0 or r.length.k == 0), r.index
-        elif start is None:
-            assert r.proposer == fallback, r.index
+        elif r.proposer == "ngram":
+            assert any(r.drafted == history[s:s + len(r.drafted)] for s in sources), r.index
         else:
-            assert r.proposer == "ngram", r.index
-            assert r.drafted == history[start:start + len(r.drafted)], r.index
+            assert r.proposer == fallback, r.index
         history += r.tokens
 
 
