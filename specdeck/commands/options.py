@@ -84,7 +84,7 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
                    help=f"MTP drafts per cycle, 1..{MAX_MTP_DEPTH}, or auto, grow, pmin:P "
                    "(default %(default)s)")
     p.add_argument("--ngram", type=int, default=SETTINGS.ngram_n,
-                   help="prompt lookup: tokens to match (default %(default)s)")
+                   help="prompt lookup: tokens to match at least (default %(default)s)")
     p.add_argument("--ngram-k", type=draft_count, default=SETTINGS.ngram_k,
                    help=f"prompt lookup: most drafts per round, 1..{MAX_DRAFT_TOKENS}, or "
                    "auto, grow, pmin:P (default %(default)s)")
