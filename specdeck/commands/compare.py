@@ -48,13 +48,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.headless:
         return open_playground(request, args.sessions_dir, save=not args.no_save)
     if request.group is not None:
-        from specdeck.hosts import launch as group_launch
-
         if request.group.wants_launch:
-            from specdeck.engines.distributed.split import refuse_unsplittable
-
-            refuse_unsplittable(request.target, request.group.shard)
-            return group_launch.relaunch(request.group, args.argv, args.python)
+            return group_command.launch(args, request)
         return group_command.compare(args, lambda: request, report_compare)
     with Stopping("cancel") as stop:
         result = run_compare(request, progress=say, cancelled=stop.is_set)

@@ -1,5 +1,6 @@
-"""``specdeck compare --headless --shard ...`` and ``specdeck sweep --shard ...`` as one
-rank of a group that ``mlx.launch`` (or ``specdeck launch``) started.
+"""``specdeck compare --headless --shard ...`` and ``specdeck sweep --shard ...``: the
+group started (``launch``), and each as one rank of a group that ``mlx.launch`` (or
+``specdeck launch``) started.
 
 Every rank runs the same comparison (``engines.distributed``); rank 0 alone prints,
 saves and reports, the others are silent. A mistake on the command line, or a model
@@ -23,6 +24,16 @@ from specdeck.engines.core.errors import ModelError, SettingsError, UserError
 from specdeck.engines.core.requests import CompareRequest, SweepRequest
 
 Request = TypeVar("Request", CompareRequest, SweepRequest)
+
+
+def launch(args: argparse.Namespace, request: CompareRequest | SweepRequest) -> int:
+    """Start the group ``request`` asks for (mlx.launch, this command again on every
+    rank), after refusing here a target the ranks could not split; its exit status."""
+    from specdeck.engines.distributed.split import refuse_unsplittable
+    from specdeck.hosts.launch import relaunch
+
+    refuse_unsplittable(request.target, request.group.shard)
+    return relaunch(request.group, args.argv, args.python)
 
 
 def _silent(message: str) -> None:

@@ -198,13 +198,9 @@ def run(args: argparse.Namespace) -> int:
     request = sweep_request(args)
     if request.group is not None:
         from specdeck.commands import group as group_command
-        from specdeck.hosts import launch as group_launch
 
         if request.group.wants_launch:
-            from specdeck.engines.distributed.split import refuse_unsplittable
-
-            refuse_unsplittable(request.target, request.group.shard)
-            return group_launch.relaunch(request.group, args.argv, args.python)
+            return group_command.launch(args, request)
         return group_command.sweep(args, lambda: request, finish, progress)
     # The first signal stops the measuring at once (the prompt groups already finished
     # are kept); while the files are written, one only says so: what finished always
