@@ -7,10 +7,9 @@ answer on smollm2 is recorded once (``--answers FILE`` keeps them between runs),
 the proposer is driven over it as the decoding loop drives it: up to k drafts, those
 equal to the answer's next tokens kept, the token after them settled (drafts past the
 answer's end count as not kept: the loop may verify some of them after the end token,
-which no answer shows). It prints per
-prompt the drafts kept and tokens per target pass, for this tree's rule and (``--against
-REV``) a revision's, each with its own default n and k. What the counts buy in time is
-``first_impression.py``'s to measure.
+which no answer shows). It prints per prompt the drafts kept and tokens per target pass,
+for this tree's rule and (``--against REV``) a revision's, each with its own default n
+and k. What the counts buy in time is ``first_impression.py``'s to measure.
 
     python bench/lookup_replay.py [--prompts a,FOLDER,FILE] [--against REV]
         [--answers FILE] [--max-tokens 128]
@@ -32,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 from first_impression import HELD_OUT, prompt_names, prompt_text  # noqa: E402
 from revisions import engines_at  # noqa: E402
 
-#: Six more held-out prompts of the same kind, written before any rule was replayed on them.
+#: Six more held-out prompts of that kind, written before any rule was replayed on them.
 HELD_OUT_CHAT = str(ROOT / "bench" / "held_out_chat")
 
 
