@@ -13,7 +13,7 @@ was. Every run's tokens are checked against plain's (speculation is lossless).
 ``--against REV`` adds prompt lookup as it was at a git revision (``ngram@REV``), run by
 that revision's own code in the same rotation.
 
-    python bench/first_impression.py [--reps 5] [--max-tokens 128] [--prompts a,b,FILE]
+    python bench/first_impression.py [--reps 5] [--max-tokens 128] [--prompts a,FILE,FOLDER]
         [--strategies plain,ngram] [--against REV]
 """
 
@@ -79,6 +79,15 @@ def prompt_text(name: str) -> str:
     return get_prompt(name).text
 
 
+def prompt_names(spec: str) -> list[str]:
+    """Names, files and folders (their ``.txt`` files, sorted) from a comma list."""
+    names: list[str] = []
+    for name in spec.split(","):
+        folder = Path(name)
+        names += sorted(map(str, folder.glob("*.txt"))) if folder.is_dir() else [name]
+    return names
+
+
 def runners(strategies: tuple[str, ...], models: Models, engines: Any, against: str
             ) -> dict[str, Callable[[list[int], DecodeSettings], tuple[Any, list[int]]]]:
     """Each strategy's run, as (statistics, tokens) of a prompt under settings; with
@@ -113,7 +122,8 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=5)
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--prompts", default=",".join(HELD_OUT),
-                    help="held-out prompts by name, text files or built-in prompts")
+                    help="held-out prompts by name, text files, folders of them or "
+                         "built-in prompts")
     ap.add_argument("--strategies", default=",".join(STRATEGIES),
                     help="plain first, then the strategies measured against it")
     ap.add_argument("--against", metavar="REV",
@@ -143,10 +153,10 @@ def race(runs: dict[str, Callable[[list[int], DecodeSettings], tuple[Any, list[i
     print(f"smollm2, temperature 0, up to {args.max_tokens} tokens, {args.reps} repetitions, "
           f"{os.cpu_count()} cores; load average before {load_before[0]:.2f} "
           f"(1 min) {load_before[1]:.2f} (5 min)")
-    print(f"{'prompt':<12} {'tokens':>6} {'plain tok/s':>11}  "
+    print(f"{'prompt':<16} {'tokens':>6} {'plain tok/s':>11}  "
           + "  ".join(f"{s + ' accept':>13} {s + '/plain median (range)':>30}"
                       for s in strategies[1:]))
-    for name in args.prompts.split(","):
+    for name in prompt_names(args.prompts):
         ids = encode_prompt(models.target.tokenizer, prompt_text(name))
         for strategy in strategies:  # warm each once, untimed
             runs[strategy](ids, DecodeSettings(max_tokens=8))
@@ -167,7 +177,7 @@ def race(runs: dict[str, Callable[[list[int], DecodeSettings], tuple[Any, list[i
             cells.append(f"{acceptance[strategy]:>13.0%} "
                          f"{statistics.median(ratios):>19.2f}x ({spread(ratios)})")
         label = Path(name).stem if Path(name).is_file() else name
-        print(f"{label:<12} {len(tokens['plain']):>6} "
+        print(f"{label:<16} {len(tokens['plain']):>6} "
               f"{statistics.median(speeds['plain']):>11.1f}  " + "  ".join(cells), flush=True)
     load_after = os.getloadavg()
     print(f"load average after {load_after[0]:.2f} (1 min) {load_after[1]:.2f} (5 min)")
