@@ -45,6 +45,18 @@ def test_counts_rates_and_positions() -> None:
     assert s.acceptance_by_position == pytest.approx([2 / 3, 1 / 3, 1 / 2])
 
 
+def test_drafts_after_the_answers_end_count_as_drafted_not_kept() -> None:
+    """The target kept all four drafts, but the second ended the answer (end of sequence):
+    two drafts are part of it; the two after it were drafted and never shown."""
+    last = Round(index=1, drafted=[5, 2, 7, 8], accepted=4, tokens=[5, 2], end=None,
+                 pieces=["x", ""], rejected_pieces=[], draft_seconds=0.08,
+                 verify_seconds=0.14, t=0.9, exact_match_accepted=3)
+    s = compute_stats([*events()[:2], last])
+    assert (s.generated_tokens, s.proposed, s.accepted) == (6, 7, 5)
+    assert s.acceptance_by_position == [1.0, 1.0, 0.5, 0.0]
+    assert s.exact_match_acceptance_rate == 0.5
+
+
 def test_times_and_throughput() -> None:
     s = compute_stats(events())
     assert s.prefill_seconds == 0.5
@@ -112,7 +124,9 @@ def defined_stats(events: list) -> dict:
     rounds = [e for e in events if isinstance(e, Round)]
     drafting = [r for r in rounds if r.drafted]
     proposed = sum(len(r.drafted) for r in drafting)
-    accepted = sum(r.accepted for r in drafting)
+    # Drafts after the answer's end (it ended inside a round's kept drafts) are not kept.
+    kept = {id(r): min(r.accepted, len(r.tokens)) for r in drafting}
+    accepted = sum(kept.values())
     generated = sum(len(r.tokens) for r in rounds)
     width = max((len(r.drafted) for r in drafting), default=0)
     start = prefills[-1].t if prefills else 0.0
@@ -125,7 +139,7 @@ def defined_stats(events: list) -> dict:
     per_single = sum(r.seconds for r in singles) / len(singles) if singles else None
     cost = per_draft / per_verify if per_draft is not None and per_verify else None
     by_position = [
-        sum(r.accepted > i for r in drafting) / sum(len(r.drafted) > i for r in drafting)
+        sum(kept[id(r)] > i for r in drafting) / sum(len(r.drafted) > i for r in drafting)
         for i in range(width)]
     shadowed = [r for r in drafting if r.exact_match_accepted is not None]
     shadow_tried = sum(len(r.drafted) for r in shadowed)
@@ -162,7 +176,7 @@ def defined_stats(events: list) -> dict:
         "verify_pass_cost": verify_cost, "cost_baseline": baseline,
         "textbook_speedup": textbook,
         "exact_match_acceptance_rate": (
-            sum(r.exact_match_accepted for r in shadowed) / shadow_tried if shadow_tried else None),
+            sum(min(r.exact_match_accepted, len(r.tokens)) for r in shadowed) / shadow_tried if shadow_tried else None),
     }
 
 

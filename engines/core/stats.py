@@ -1,7 +1,8 @@
 """Statistics derived from a run's events alone, so live panes, replays and sweeps agree.
 
 Terms: a *round* is one draft-and-verify cycle; *proposed* counts drafted tokens,
-*accepted* the drafted tokens the target kept. The speedup a run's rounds predict is
+*accepted* the drafted tokens the target kept that are part of the answer (where it ends
+inside a round's kept drafts, those after its end count as drafted, not kept). The speedup a run's rounds predict is
 ``engines.cost_model``'s: tokens per verify pass from the survival at each draft position,
 over what a round costs in plain decoding steps (``priced``); the measured speedup is
 ``speedup``.
@@ -271,13 +272,14 @@ class StatsAccumulator:
         if not drafted:
             self._single_seconds += r.draft_seconds + r.verify_seconds
             return
+        accepted = min(r.accepted, len(r.tokens))
         self._drafting += 1
         self._proposed += drafted
-        self._accepted += r.accepted
-        self._kept_some += r.accepted > 0
+        self._accepted += accepted
+        self._kept_some += accepted > 0
         self._drafting_verify_seconds += r.verify_seconds
         if r.exact_match_accepted is not None:
-            self._exact_kept += r.exact_match_accepted
+            self._exact_kept += min(r.exact_match_accepted, len(r.tokens))
             self._exact_tried += drafted
         tried, kept = self._tried, self._kept
         if drafted > len(tried):
@@ -285,7 +287,7 @@ class StatsAccumulator:
             kept.extend([0] * (drafted - len(kept)))
         for i in range(drafted):
             tried[i] += 1
-        for i in range(min(r.accepted, drafted)):
+        for i in range(accepted):
             kept[i] += 1
 
     @property
