@@ -15,7 +15,11 @@ nothing differs.
 
     python bench/auto_vs_plain.py [--family demo] [--strategy mtp|draft|ngram]
                                   [--policy auto|grow|pmin:P] [--max-tokens 128]
-                                  [--reps 6] [--prompts a,b,FILE]
+                                  [--reps 6] [--prompts a,b,FILE] [--variants FILE]
+
+``--variants`` runs each policy of a file (``bench/auto_replay.py``'s kind, such as
+``bench/auto_tries_doubling.py``) the same way, timed against plain and with the
+policy's time over its own, so a change to ``auto`` is timed beside what it changed.
 
 Prompts by name (``bench/draft_policies.py``'s, ``held_out/``'s, built-in ones) or text
 files. The default is eight held-out prompts (written to measure the MTP head's auto on
@@ -40,12 +44,13 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import mlx.core as mx  # noqa: E402
 
+from auto_replay import load_module  # noqa: E402
 from draft_policies import prompt_text  # noqa: E402
 from specdeck.engines.measure.blas_threads import fit_blas_threads_to  # noqa: E402
 from specdeck.engines.runs.compare import encode_prompt, machine_calibration  # noqa: E402
 from specdeck.engines.core.config import DecodeSettings, parse_draft_count  # noqa: E402
 from specdeck.engines.proposers.draft import DraftModel  # noqa: E402
-from specdeck.engines.auto.length import FixedLength  # noqa: E402
+from specdeck.engines.auto.length import DraftLength, FixedLength  # noqa: E402
 from specdeck.engines.core.events import Round  # noqa: E402
 from specdeck.engines.models.families import require_family  # noqa: E402
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
@@ -72,30 +77,41 @@ def load(family: str, strategy: str) -> Models:
     return Models(target=target, draft=draft, mtp=mtp, calibration=calibration)
 
 
-def runners(models: Models, strategy: str, policy: str, ids: list[int], n: int
+def runners(models: Models, strategy: str, policy: str, ids: list[int], n: int,
+            variants: dict[str, Callable] | None = None
             ) -> dict[str, Callable[[], tuple[int, int]]]:
-    """Each way to run the prompt: a call returns (tokens made, rounds that drafted)."""
+    """Each way to run the prompt: a call returns (tokens made, rounds that drafted).
+    Each of ``variants`` (a name: a policy made from the most drafts and the
+    calibration's prices, as ``auto`` is) runs the strategy's loop under that policy."""
     plain = DecodeSettings(max_tokens=n, stop_at_eos=False)
     auto = DecodeSettings(max_tokens=n, stop_at_eos=False, **{COUNT[strategy]: policy})
+    calibration = models.mtp_calibration() if strategy == "mtp" else models.calibration
+    prior = calibration.drafting_costs(strategy) if calibration else None
 
     def counted(events) -> tuple[int, int]:
         rounds = [e for e in events if isinstance(e, Round)]
         return sum(len(r.tokens) for r in rounds), sum(1 for r in rounds if r.drafted)
 
-    def held_at_plain_steps() -> tuple[int, int]:
-        keys = KeyStream(0)
-        proposer = {"mtp": lambda: MtpDrafter(models.mtp.head, plain, keys),
-                    "draft": lambda: DraftModel(models.draft, plain, keys),
-                    "ngram": lambda: PromptLookup(plain.ngram_n)}[strategy]()
-        return counted(run_speculative(models.target, proposer, ids, plain,
-                                       {proposer.drafter(): FixedLength(0)}, keys))
+    def looped(settings: DecodeSettings, length: Callable[[], DraftLength]
+               ) -> Callable[[], tuple[int, int]]:
+        def run() -> tuple[int, int]:
+            keys = KeyStream(0)
+            proposer = {"mtp": lambda: MtpDrafter(models.mtp.head, settings, keys),
+                        "draft": lambda: DraftModel(models.draft, settings, keys),
+                        "ngram": lambda: PromptLookup(settings.ngram_n)}[strategy]()
+            return counted(run_speculative(models.target, proposer, ids, settings,
+                                           {proposer.drafter(): length()}, keys))
+        return run
 
     def plain_run() -> tuple[int, int]:
         return counted(run_strategy("plain", models, ids, plain))
 
+    most = auto.max_drafts(strategy)
     return {"plain": plain_run,
             policy: lambda: counted(run_strategy(strategy, models, ids, auto)),
-            "plain steps": held_at_plain_steps,
+            **{name: looped(auto, lambda make=make: make(most, prior))
+               for name, make in (variants or {}).items()},
+            "plain steps": looped(plain, lambda: FixedLength(0)),
             "plain again": plain_run}
 
 
@@ -107,19 +123,24 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=128)
     ap.add_argument("--reps", type=int, default=6)
     ap.add_argument("--prompts", default=PROMPTS)
+    ap.add_argument("--variants", help="a file whose VARIANTS maps names to policies (as "
+                                       "bench/auto_replay.py's), each run beside auto")
     args = ap.parse_args()
+    variants = getattr(load_module(args.variants), "VARIANTS", {}) if args.variants else {}
 
     print("load average (1, 5, 15 min) before: %.2f %.2f %.2f" % os.getloadavg())
     models = load(args.family, args.strategy)
     if models.calibration is None:
         print("no calibration of these models on this machine: auto learns every cost "
               "from its own rounds (specdeck calibrate first to measure what a run gets)")
-    ratios: dict[str, list[float]] = {args.policy: [], "plain steps": [], "plain again": []}
+    ratios: dict[str, list[float]] = {args.policy: [], **{name: [] for name in variants},
+                                      "plain steps": [], "plain again": []}
+    against: dict[str, list[float]] = {name: [] for name in variants}
     print(f"{args.family} {args.strategy}, {args.max_tokens} tokens, {args.reps} repetitions: "
           "time over plain's in the same repetition (median), auto's drafting rounds")
     for name in args.prompts.split(","):
         ids = encode_prompt(models.target.tokenizer, prompt_text(name))
-        ways = runners(models, args.strategy, args.policy, ids, args.max_tokens)
+        ways = runners(models, args.strategy, args.policy, ids, args.max_tokens, variants)
         ways["plain"]()  # warm
         order = list(ways)
         seconds: dict[str, list[float]] = {way: [] for way in ways}
@@ -140,12 +161,15 @@ def main() -> int:
             pairs = [a / b for a, b in zip(seconds[way], seconds["plain"])]
             ratios[way] += pairs
             row.append(f"{way} {statistics.median(pairs):.3f}")
+        for variant in variants:
+            against[variant] += [a / b for a, b in zip(seconds[args.policy], seconds[variant])]
         print(f"  {name:12s} " + "  ".join(row) + f"  (auto drafted {drafting} rounds)",
               flush=True)
-    for way, values in ratios.items():
+    for way, values in [*((f"{way} / plain", v) for way, v in ratios.items()),
+                        *((f"{args.policy} / {name}", v) for name, v in against.items())]:
         logs = [math.log(r) for r in values]
         error = statistics.stdev(logs) / math.sqrt(len(logs))
-        print(f"{way} / plain: {math.exp(statistics.mean(logs)):.3f} of plain's time "
+        print(f"{way}: {math.exp(statistics.mean(logs)):.3f} of its time "
               f"(geometric mean, +-{error:.3f} s.e., {len(logs)} pairs; one pair spreads "
               f"+-{statistics.stdev(logs):.3f})")
     print("load average (1, 5, 15 min) after: %.2f %.2f %.2f" % os.getloadavg())

@@ -1,6 +1,6 @@
 """``auto`` on synthetic rounds: the k it chooses is the cost model's best over what it
 measured, it explores, it times what it prices by, and at plain steps it learns from the
-draft's guesses (or tries drafting) after waits that double."""
+draft's guesses (or tries drafting) after waits that grow."""
 
 from __future__ import annotations
 
@@ -221,14 +221,17 @@ def test_at_plain_steps_it_reprices_only_when_it_learnt_something(monkeypatch) -
 
 def test_without_guesses_it_tries_drafting_from_plain_steps_ever_more_seldom() -> None:
     """An MTP head or prompt lookup: no guesses to judge, so a try of its best drafting
-    k after 8 plain steps, then 16, 32, ...: a handful in a long run that never pays."""
+    k after 8 plain steps, then 32, 128, ...: two in a 128-token run that never pays, a
+    handful in a long one."""
     policy = timed(8)
     choices = feed(policy, 0.0, draft_step=0.004, pass_cost=lambda n: PASS * (1 + 0.3 * n),
-                   rounds=600)
+                   rounds=2000)
     tries = [i for i, c in enumerate(choices) if c.why == "try"]
     assert all(choices[i].k > 0 for i in tries)
-    gaps = [b - a for a, b in zip(tries, tries[1:])]
-    assert 4 <= len(tries) <= 8 and all(b > a for a, b in zip(gaps, gaps[1:]))
+    # Each wait four times the last (a try is the round after its wait).
+    gaps = [b - a - 1 for a, b in zip(tries, tries[1:])]
+    assert len(tries) == 4 and gaps == [4 * RULES.explore_every * 4 ** n for n in range(3)]
+    assert sum(i < 128 for i in tries) == 2
 
 
 def test_the_counts_fade_so_a_changed_text_is_followed() -> None:

@@ -18,9 +18,9 @@ While it stands at plain steps it learns from the draft model's greedy guesses a
 tokens (temperature 0), judged as rounds drafting there would have judged them; with no
 guesses to judge (an MTP head, prompt lookup, temperature > 0), or while no drafting
 round of its own has priced drafting, it tries its best drafting k. Either waits
-``explore_every`` plain steps, twice as long after each that leaves it at plain steps
-(guesses: at most ``window`` apart), so what learning costs a text that never pays stays
-small.
+``explore_every`` plain steps, then longer after each that leaves it at plain steps:
+guesses twice as long (at most ``window`` apart), tries four times as long, so what
+learning costs a text that never pays stays small.
 docs/auto-k.md says how each part was measured.
 """
 
@@ -222,8 +222,10 @@ class AutoLength:
         else:
             self.explored_at = self.rounds
             if (not self.guessing or not self.whole) and self.idle >= self.wait:
+                # Four times as long each time: a try costs 1-1.5 plain steps where
+                # every k loses (docs/auto-k.md), so two in a 128-token run, not four.
                 k, why = fastest(rates, range(1, self.most + 1)), "try"
-                self.wait, self.idle = 2 * self.wait, 0
+                self.wait, self.idle = 4 * self.wait, 0
         choice = LengthChoice("auto", k, why, tokens[k], costs[k])
         self.standing = choice if k == 0 and why == "best" else None
         return choice

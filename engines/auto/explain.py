@@ -44,8 +44,8 @@ def auto_words(event: Round) -> str:
                        f"{RULES.explore_every} rounds to keep its estimates honest"),
            "try": ("; a try from plain steps: a drafting round now and then, to judge "
                    "drafts and time them (the draft's guesses, where it makes any, judge "
-                   "without timing); each try that leaves it at plain steps doubles the "
-                   "wait for the next")}
+                   "without timing); each try that leaves it at plain steps makes the "
+                   "wait for the next four times as long")}
     return f"auto chose {drafts(k)}{expects}{why.get(choice.why, '')}"
 
 
