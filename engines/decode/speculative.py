@@ -123,10 +123,12 @@ def run_speculative(
     round records besides (probabilities, uniform draws, the target's alternatives) is
     computed ahead of those drafts, and the round is written down (text, event) while
     the next round's verify pass runs, as mlx-lm overlaps Python work with the next
-    step. A round's ``draft_seconds`` therefore runs from the end of the previous
-    round's verify pass to the moment its drafts are known; ``verify_seconds`` runs from
-    there to the end of the verdict and rewind, and includes the recording of the
-    previous round where that outlasts the verify pass. A round that
+    step; that pass is built while the drafts compute, as mlx-lm builds it. A round's
+    ``draft_seconds`` therefore runs from the end of the previous round's verify pass
+    to the moment its drafts are known, and includes building its verify pass where
+    that outlasts the drafting; ``verify_seconds`` runs from there to the end of the
+    verdict and rewind, and includes the recording of the previous round where that
+    outlasts the verify pass. A round that
     drafts nothing (``auto`` chose a plain step, lookup found no match, MTP's first) is
     queued as soon as it can be: after a round that drafted nothing, before that round's
     token is read where no token could let it draft (``Proposer.may_draft``), as plain
@@ -233,10 +235,10 @@ def run_speculative(
         unwritten: tuple[Round, str, LengthChoice, list[mx.array], tuple[mx.array, ...]] | None = None
         while True:
             k = drafts.size
+            checked, queued = queued or verify(pending, drafts, draft_lp), None
             if k:
                 mx.eval(drafts)
             after_draft = timer.now()
-            checked, queued = queued or verify(pending, drafts, draft_lp), None
             hidden, captured, verdict = checked.hidden, checked.captured, checked.verdict
             if unwritten is not None:
                 mx.async_eval(verdict.passed, verdict.fallback)
