@@ -240,8 +240,13 @@ def run_speculative(
                 mx.eval(drafts)
             after_draft = timer.now()
             hidden, captured, verdict = checked.hidden, checked.captured, checked.verdict
+            # What the round records besides its tokens is computed with its verdict,
+            # ahead of the next drafts.
+            probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
+            if verdict.uniforms is not None:
+                probs.append(verdict.uniforms)
+            mx.async_eval(verdict.passed, verdict.fallback, *probs, *checked.top)
             if unwritten is not None:
-                mx.async_eval(verdict.passed, verdict.fallback)
                 yield write(*unwritten)
             if not k and not proposer.may_draft({n: c.k for n, c in choices.items()}):
                 # A plain step, and the next round drafts nothing either (none asked
@@ -272,12 +277,6 @@ def run_speculative(
             pending = mx.array([token], mx.uint32)
             now = timer.now()
 
-            # What the round records besides its tokens is queued ahead of the next
-            # drafts and written down while the next verify pass runs.
-            probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
-            if verdict.uniforms is not None:
-                probs.append(verdict.uniforms)
-            mx.async_eval(*probs, *checked.top)
             # The tokens this round adds: the accepted drafts, then the target's token,
             # unless the run stops inside the accepted drafts.
             candidates = drafted[:accepted] + [token]
