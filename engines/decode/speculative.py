@@ -157,6 +157,9 @@ def run_speculative(
         with mx.stream(generation_stream):
             drafts, lp, stopped = proposer.propose(min(choice.k, output.remaining),
                                                    choice.p_min)
+        # Queued as they are, waiting for the drafts costs no trip through mlx's stream
+        # (a task of its own, and waking the stream's thread once the drafts are done).
+        mx.async_eval(drafts)
         if stopped is not None:
             choice = replace(choice, stopped=stopped)
         return drafts, lp, drafter, choice
