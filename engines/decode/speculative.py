@@ -235,7 +235,8 @@ def run_speculative(
         drafts, draft_lp, drafter, choice = propose()
         queued: _Pass | None = None
         # The last round, to be written down while the next one's verify pass runs.
-        unwritten: tuple[Round, str, LengthChoice, list[mx.array], tuple[mx.array, ...]] | None = None
+        unwritten: tuple[Round, str, LengthChoice, list[mx.array], tuple[mx.array, ...]] | None
+        unwritten = None
         while True:
             k = drafts.size
             checked, queued = queued or verify(pending, drafts, draft_lp), None
