@@ -299,7 +299,7 @@ class TickClock:
 @pytest.mark.parametrize("name", ["plain", "draft", "ngram"])
 def test_round_times_tile_the_decode(tiny_family, store, name) -> None:
     """Each round's draft and verify phases are disjoint and, round after round, cover the
-    whole decode: recording a round while the next one's drafts compute moves no time out
+    whole decode: recording a round while the next one's verify pass runs moves no time out
     of the rounds."""
     models = pair(store, tiny_family, "llama_target", "llama_draft")
     ids = models.target.tokenizer.encode(PROMPT)

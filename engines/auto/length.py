@@ -2,7 +2,7 @@
 
 A policy chooses the next round's drafts (``choose``) and learns from each round run
 (``observe``); what it chose and why travels with the round (``Round.length``). The loop
-asks for a choice while the previous round's drafts compute, from the rounds before
+asks for a choice while the previous round's verify pass runs, from the rounds before
 that, so every policy is one round late. Any sequence of k is lossless, so is any policy.
 """
 

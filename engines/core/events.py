@@ -92,13 +92,14 @@ class Round:
     pieces: list[str]
     rejected_pieces: list[str]
     #: From the end of the previous round (or of the prefill) until this round's drafts
-    #: were known. The previous round's text and event are made while these drafts
-    #: compute, so that time lands here when it outlasts the drafting. 0 for a round
-    #: that drafted nothing (plain decoding's, a plain step of ``auto``): all its time is
-    #: the target's.
+    #: were known. Their verify pass is built while they compute, so that time lands
+    #: here when it outlasts the drafting. 0 for a round that drafted nothing (plain
+    #: decoding's, a plain step of ``auto``): all its time is the target's.
     draft_seconds: float
-    #: From then until the verdict was read back and the caches rewound: building and
-    #: running the verify pass (plain decoding: one step, queued behind the last).
+    #: From then until the verdict was read back and the caches rewound: the verify
+    #: pass (plain decoding: one step, queued behind the last). The
+    #: previous round's text and event are made while this pass runs, so that time
+    #: lands here when it outlasts the pass.
     verify_seconds: float
     #: Seconds since the run started when this round's tokens were known. Rounds tile
     #: the decode: ``t`` minus the previous round's ``t`` (or the prefill's) is

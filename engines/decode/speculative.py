@@ -122,11 +122,13 @@ def run_speculative(
     Only the verdict is read back before the next round's drafts are queued. What the
     round records besides (probabilities, uniform draws, the target's alternatives) is
     computed ahead of those drafts, and the round is written down (text, event) while
-    they compute, as mlx-lm overlaps Python work with the next step. A round's
-    ``draft_seconds`` therefore runs from the end of the previous round's verify pass to
-    the moment its drafts are known, and includes the recording of the previous round
-    where that outlasts the drafting; ``verify_seconds`` runs from there to the end of
-    the verdict and rewind. A round that
+    the next round's verify pass runs, as mlx-lm overlaps Python work with the next
+    step; that pass is built while the drafts compute, as mlx-lm builds it. A round's
+    ``draft_seconds`` therefore runs from the end of the previous round's verify pass
+    to the moment its drafts are known, and includes building its verify pass where
+    that outlasts the drafting; ``verify_seconds`` runs from there to the end of the
+    verdict and rewind, and includes the recording of the previous round where that
+    outlasts the verify pass. A round that
     drafts nothing (``auto`` chose a plain step, lookup found no match, MTP's first) is
     queued as soon as it can be: after a round that drafted nothing, before that round's
     token is read where no token could let it draft (``Proposer.may_draft``), as plain
@@ -146,7 +148,7 @@ def run_speculative(
     else:
         guessing.expect_guesses()
     # Each drafter's choice for its next round, made from the rounds before the last
-    # while the last one's drafts compute (``engines.auto``).
+    # while the last one's verify pass runs (``engines.auto``).
     choices = {name: policy.choose() for name, policy in lengths.items()}
 
     def propose() -> tuple[mx.array, mx.array | None, str, LengthChoice]:
@@ -155,6 +157,9 @@ def run_speculative(
         with mx.stream(generation_stream):
             drafts, lp, stopped = proposer.propose(min(choice.k, output.remaining),
                                                    choice.p_min)
+        # Queued as they are, waiting for the drafts costs no trip through mlx's stream
+        # (a task of its own, and waking the stream's thread once the drafts are done).
+        mx.async_eval(drafts)
         if stopped is not None:
             choice = replace(choice, stopped=stopped)
         return drafts, lp, drafter, choice
@@ -193,17 +198,60 @@ def run_speculative(
                 top = top_alternatives(lp, settings.alternatives) if settings.alternatives else ()
             return _Pass(hidden, captured, point, verdict, top)
 
+        def write(event: Round, drafter: str, choice: LengthChoice,
+                  probs: list[mx.array], top: tuple[mx.array, ...]) -> Round:
+            """What ``event`` records beyond its tokens (text, probabilities, alternatives,
+            the length policy's choice), and what its policy learns from it."""
+            k = len(event.drafted)
+            event.pieces = output.pieces(event.tokens)
+            if event.accepted < k:
+                event.rejected_pieces = output.draft_pieces(event.rejected)
+            if k:
+                event.draft_probs, event.target_probs = probs[0].tolist(), probs[1].tolist()
+                event.exact_match_accepted = leading_run(probs[2].tolist())
+                if len(probs) > 3:
+                    event.uniforms = probs[3].tolist()
+            if top:
+                event.alternatives = [
+                    [[i, p] for i, p in zip(row_ids, row_p)]
+                    for row_ids, row_p in zip(top[0].tolist(), top[1].tolist())
+                ]
+            if choice.policy != "fixed":
+                event.length = choice
+            lengths[drafter].observe(event)
+            if guessing is not None and not output.finished and (
+                    wait := guessing.guess_after()) is not None:
+                with mx.stream(generation_stream):
+                    judged = proposer.guesses(wait)
+                if judged:
+                    guessing.observe_guesses(judged)
+                    if event.length is not None:
+                        event.length = replace(event.length, guesses=judged)
+            choices[drafter] = lengths[drafter].choose()
+            return event
+
         last = pre.t
         index = cleared = 0
         drafts, draft_lp, drafter, choice = propose()
         queued: _Pass | None = None
+        # The last round, to be written down while the next one's verify pass runs.
+        unwritten: tuple[Round, str, LengthChoice, list[mx.array], tuple[mx.array, ...]] | None
+        unwritten = None
         while True:
             k = drafts.size
+            checked, queued = queued or verify(pending, drafts, draft_lp), None
             if k:
                 mx.eval(drafts)
             after_draft = timer.now()
-            checked, queued = queued or verify(pending, drafts, draft_lp), None
             hidden, captured, verdict = checked.hidden, checked.captured, checked.verdict
+            # What the round records besides its tokens is computed with its verdict,
+            # ahead of the next drafts.
+            probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
+            if verdict.uniforms is not None:
+                probs.append(verdict.uniforms)
+            mx.async_eval(verdict.passed, verdict.fallback, *probs, *checked.top)
+            if unwritten is not None:
+                yield write(*unwritten)
             if not k and not proposer.may_draft({n: c.k for n, c in choices.items()}):
                 # A plain step, and the next round drafts nothing either (none asked
                 # for, or none to be had: prompt lookup with no match possible): queue
@@ -233,70 +281,38 @@ def run_speculative(
             pending = mx.array([token], mx.uint32)
             now = timer.now()
 
-            # Everything else the round records runs while the next drafts are queued.
-            probs = [verdict.draft_probs, verdict.target_probs, verdict.exact_match]
-            if verdict.uniforms is not None:
-                probs.append(verdict.uniforms)
-            top = checked.top
-            mx.async_eval(*probs, *top)
             # The tokens this round adds: the accepted drafts, then the target's token,
             # unless the run stops inside the accepted drafts.
             candidates = drafted[:accepted] + [token]
             tokens = candidates[: output.extend(candidates)]
-            this_drafter, this_choice = drafter, choice
-            if not output.finished:
-                drafts, draft_lp, drafter, choice = propose()
-                if queued is None and not drafts.size:  # the target's step runs right away
-                    queued = verify(pending, drafts, draft_lp)
-                    queued.start()
             end: EndKind | None = None
             if len(tokens) > accepted:
                 end = "bonus" if accepted == k and k else ("correction" if k else "target")
-            pieces = output.pieces(tokens)
-            rejected_pieces = output.draft_pieces(drafted[accepted:]) if accepted < k else []
-            alternatives = None
-            if top:
-                alternatives = [
-                    [[i, p] for i, p in zip(row_ids, row_p)]
-                    for row_ids, row_p in zip(top[0].tolist(), top[1].tolist())
-                ]
             event = Round(
                 index=index,
                 drafted=drafted,
                 accepted=accepted,
                 tokens=tokens,
                 end=end,
-                pieces=pieces,
-                rejected_pieces=rejected_pieces,
+                pieces=[],
+                rejected_pieces=[],
                 # A round that drafted nothing is a plain step, queued as the last
                 # round ended: all of it is the target's, as in plain decoding.
                 draft_seconds=after_draft - last if k else 0.0,
                 verify_seconds=now - after_draft if k else now - last,
                 t=now,
-                draft_probs=probs[0].tolist() if k else None,
-                target_probs=probs[1].tolist() if k else None,
-                uniforms=probs[3].tolist() if verdict.uniforms is not None else None,
-                exact_match_accepted=leading_run(probs[2].tolist()) if k else None,
-                alternatives=alternatives,
                 rollback=action.value,
                 replayed=replayed,
-                proposer=this_drafter if k else None,
+                proposer=drafter if k else None,
             )
-            if this_choice.policy != "fixed":
-                event.length = this_choice
-            lengths[this_drafter].observe(event)
-            if guessing is not None and not output.finished and (
-                    wait := guessing.guess_after()) is not None:
-                with mx.stream(generation_stream):
-                    judged = proposer.guesses(wait)
-                if judged:
-                    guessing.observe_guesses(judged)
-                    if event.length is not None:
-                        event.length = replace(event.length, guesses=judged)
-            choices[this_drafter] = lengths[this_drafter].choose()
-            yield event
+            unwritten = (event, drafter, choice, probs, checked.top)
             if output.finished:
+                yield write(*unwritten)
                 break
+            drafts, draft_lp, drafter, choice = propose()
+            if queued is None and not drafts.size:  # the target's step runs right away
+                queued = verify(pending, drafts, draft_lp)
+                queued.start()
             last = now
             index += 1
             if len(output.tokens) - cleared >= CLEAR_CACHE_EVERY:

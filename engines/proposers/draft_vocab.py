@@ -41,7 +41,8 @@ class WholeVocabulary:
     def logits(self, cache: Sequence[Any], tokens: mx.array, last: bool = False) -> mx.array:
         """The logits (S, rows) after each of ``tokens`` (only the last: (1, rows)),
         advancing ``cache``."""
-        logits = self.model(tokens[None], cache=cache)[0]
+        # squeeze, not [0]: mlx indexes with a gather, a copy and a task of its own
+        logits = self.model(tokens[None], cache=cache).squeeze(0)
         return logits[-1:] if last else logits
 
     def step(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
@@ -92,7 +93,7 @@ class DraftVocabulary(WholeVocabulary):
     def logits(self, cache: Sequence[Any], tokens: mx.array, last: bool = False) -> mx.array:
         """The cut-down output layer, over the listed rows: with ``last``, of the last
         hidden state only (a catch-up of many tokens runs the output layer once)."""
-        hidden = self.trunk(tokens[None], cache=cache)[0]
+        hidden = self.trunk(tokens[None], cache=cache).squeeze(0)
         logits = (hidden[-1:] if last else hidden) @ self.rows
         return logits if self.bias is None else logits + self.bias
 
