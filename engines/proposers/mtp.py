@@ -140,7 +140,11 @@ class MtpDrafter:
         self.head = head
         self.sampling = settings.sampling
         self.keys = keys
+        # The verify pass's hidden states and the row the next drafts chain from, cut
+        # only when a round drafts: a slice is an operation to build, and most of
+        # ``auto``'s rounds draft nothing.
         self.hidden: mx.array | None = None
+        self.row = 0
         self.token = 0
 
     def drafter(self) -> str:
@@ -159,7 +163,8 @@ class MtpDrafter:
                 ) -> tuple[mx.array, mx.array | None, float | None]:
         if self.hidden is None or not count:
             return no_drafts(), None, None
-        hidden, token = self.hidden, mx.array([[self.token]], mx.uint32)
+        hidden = self.hidden[None, self.row : self.row + 1]
+        token = mx.array([[self.token]], mx.uint32)
         drafts, lps = [], []
         for _ in range(count):
             hidden, lp = self.head(hidden, token)
@@ -178,8 +183,7 @@ class MtpDrafter:
     def settle(
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
-        self.hidden = hidden[None, accepted : accepted + 1]
-        self.token = token
+        self.hidden, self.row, self.token = hidden, accepted, token
 
 
 def run(
