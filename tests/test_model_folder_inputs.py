@@ -104,6 +104,20 @@ def test_any_template_renders_as_transformers_does_or_fails_in_bounded_time(
     assert kind == "renders" and text == as_transformers_renders()
 
 
+def test_an_endless_template_is_stopped_by_its_processor_time(tokenizer, monkeypatch) -> None:
+    """Processor time, not wall time, bounds it: a machine too busy to give the child a
+    core in time fails no template that would render (the wall-time bound here is a
+    minute)."""
+    monkeypatch.setattr(chat_template, "RENDER_SECONDS", 1.0)
+    monkeypatch.setattr(chat_template, "RENDER_WALL", 60)
+    monkeypatch.setattr(tokenizer, "chat_template", "{% for i in range(100000) %}"
+                        "{% for j in range(100000) %}{% endfor %}{% endfor %}x")
+    started = time.perf_counter()
+    with pytest.raises(ModelError, match="did not finish rendering in 1 s"):
+        render_chat(tokenizer, [{"role": "user", "content": "hi"}])
+    assert time.perf_counter() - started < 30
+
+
 def template_model(tiny_family, tmp_path, template: str) -> Path:
     path = tmp_path / "model"
     shutil.copytree(tiny_family["llama_target"], path)

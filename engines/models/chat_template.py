@@ -6,23 +6,30 @@ for minutes (nested ranges) or double a string until the machine runs out of mem
 Jinja's sandbox (transformers renders with it) stops the internals but bounds neither
 time nor memory, and a thread cannot stop a loop running inside Jinja. So the template
 renders in a child process, in the environment transformers gives it (the same
-filters, globals and extensions), under a memory limit where the system enforces one
-and killed after ``RENDER_SECONDS``; whatever goes wrong ends in one ``ModelError``.
+filters, globals and extensions), under a memory limit where the system enforces one,
+stopped after ``RENDER_SECONDS`` of processor time (so a busy machine does not fail a
+template that is merely waiting for a core) and killed after ``RENDER_WALL`` times that
+in wall time; whatever goes wrong ends in one ``ModelError``.
 The child costs a Python start (~0.1 s), once per prompt.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import signal
 import subprocess
 import sys
 from typing import Any
 
 from specdeck.engines.core.errors import ModelError
 
-#: Seconds a template may take to render, the Python start included (a real template
-#: renders in milliseconds).
+#: Processor seconds a template may take to render, the Python start included (a real
+#: template renders in milliseconds).
 RENDER_SECONDS = 5.0
+#: Wall time, in RENDER_SECONDS, after which the child is killed whatever it has used
+#: (where the system has no processor-time limit, the only bound).
+RENDER_WALL = 4
 #: Characters a rendered prompt may hold (a prompt is at most 4 MiB; a template adds
 #: little to it).
 RENDER_CHARS = 16 * 2**20
@@ -44,13 +51,17 @@ def render_chat(tokenizer: Any, messages: list[dict], add_generation_prompt: boo
                "add_generation_prompt": add_generation_prompt,
                # what mlx-lm's tokenizer wrapper passes (True where the model thinks)
                "enable_thinking": bool(getattr(tokenizer, "has_thinking", False))}
-    payload = json.dumps({"template": template, "context": context}, default=str)
+    payload = json.dumps({"template": template, "context": context,
+                          "seconds": RENDER_SECONDS}, default=str)
+    endless = ModelError(f"the chat template of {where} did not finish rendering in "
+                         f"{RENDER_SECONDS:g} s (a loop without end?)")
     try:
         child = subprocess.run([sys.executable, "-I", "-m", __name__], input=payload.encode(),
-                               capture_output=True, timeout=RENDER_SECONDS)
+                               capture_output=True, timeout=RENDER_SECONDS * RENDER_WALL)
     except subprocess.TimeoutExpired:
-        raise ModelError(f"the chat template of {where} did not finish rendering in "
-                         f"{RENDER_SECONDS:g} s (a loop without end?)") from None
+        raise endless from None
+    if child.returncode == -getattr(signal, "SIGXCPU", 0):
+        raise endless
     try:
         answer = json.loads(child.stdout)
     except ValueError:
@@ -103,13 +114,18 @@ def _environment() -> Any:
 def _render_here() -> None:
     """The child: a template and its context as JSON on stdin, ``{"text": ...}`` or
     ``{"error": ...}`` on stdout."""
+    request = json.loads(sys.stdin.read())
     try:
         import resource
-
-        resource.setrlimit(resource.RLIMIT_AS, (RENDER_MEMORY, RENDER_MEMORY))
-    except (ImportError, ValueError, OSError):
-        pass  # no such limit here (Windows; macOS does not enforce one): time still bounds it
-    request = json.loads(sys.stdin.read())
+    except ImportError:  # Windows: the parent's wall-time bound alone
+        resource = None
+    # The processor-time limit sends SIGXCPU, which ends the process.
+    cpu = math.ceil(request["seconds"])
+    for name, value in (("RLIMIT_AS", RENDER_MEMORY), ("RLIMIT_CPU", cpu)):
+        try:
+            resource.setrlimit(getattr(resource, name), (value, value + 1))
+        except (AttributeError, ValueError, OSError):
+            pass  # no such limit here (macOS enforces no memory one)
     pieces, size = [], 0
     try:
         template = _environment().from_string(request["template"])
