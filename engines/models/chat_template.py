@@ -60,7 +60,8 @@ def render_chat(tokenizer: Any, messages: list[dict], add_generation_prompt: boo
                                capture_output=True, timeout=RENDER_SECONDS * RENDER_WALL)
     except subprocess.TimeoutExpired:
         raise endless from None
-    if child.returncode == -getattr(signal, "SIGXCPU", 0):
+    xcpu = getattr(signal, "SIGXCPU", None)  # None on Windows
+    if xcpu is not None and child.returncode == -xcpu:
         raise endless
     try:
         answer = json.loads(child.stdout)
@@ -111,21 +112,26 @@ def _environment() -> Any:
     return environment
 
 
+def _limit_this_process(seconds: float) -> None:
+    """The memory and processor-time limits, where the system has them (reaching the
+    processor-time one sends SIGXCPU, which ends the process)."""
+    try:
+        import resource
+    except ImportError:  # Windows: the parent's wall-time bound alone
+        return
+    cpu = math.ceil(seconds)
+    for limit, value in ((resource.RLIMIT_AS, RENDER_MEMORY), (resource.RLIMIT_CPU, cpu)):
+        try:
+            resource.setrlimit(limit, (value, value + 1))
+        except (ValueError, OSError):
+            pass  # not enforced here (macOS sets no memory limit)
+
+
 def _render_here() -> None:
     """The child: a template and its context as JSON on stdin, ``{"text": ...}`` or
     ``{"error": ...}`` on stdout."""
     request = json.loads(sys.stdin.read())
-    try:
-        import resource
-    except ImportError:  # Windows: the parent's wall-time bound alone
-        resource = None
-    # The processor-time limit sends SIGXCPU, which ends the process.
-    cpu = math.ceil(request["seconds"])
-    for name, value in (("RLIMIT_AS", RENDER_MEMORY), ("RLIMIT_CPU", cpu)):
-        try:
-            resource.setrlimit(getattr(resource, name), (value, value + 1))
-        except (AttributeError, ValueError, OSError):
-            pass  # no such limit here (macOS enforces no memory one)
+    _limit_this_process(request["seconds"])
     pieces, size = [], 0
     try:
         template = _environment().from_string(request["template"])
