@@ -2,10 +2,10 @@
 
 Terms: a *round* is one draft-and-verify cycle; *proposed* counts drafted tokens,
 *accepted* the drafted tokens the target kept that are part of the answer (where it ends
-inside a round's kept drafts, those after its end count as drafted, not kept). The speedup a run's rounds predict is
-``engines.cost_model``'s: tokens per verify pass from the survival at each draft position,
-over what a round costs in plain decoding steps (``priced``); the measured speedup is
-``speedup``.
+inside a round's kept drafts, those after its end count as drafted, not kept). The
+speedup a run's rounds predict is ``engines.cost_model``'s: tokens per verify pass from
+the survival at each draft position, over what a round costs in plain decoding steps
+(``priced``); the measured speedup is ``speedup``.
 """
 
 from __future__ import annotations
