@@ -94,6 +94,7 @@ def test_a_lying_header_is_refused_or_read_without_a_crash(base, tmp_path, data)
     (8, 2**62, "the tensor count is"),        # tensors
     (16, 2**40, "the metadata count is"),     # key-value pairs
     (24, 2**50, "runs past the end"),         # the first key's length
+    (32, 0x80, "metadata key 0 is not UTF-8"),  # the first key's first byte
 ])
 def test_each_lie_is_named(base, tmp_path, at, value, needle) -> None:
     mutated = bytearray(base[0])

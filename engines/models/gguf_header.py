@@ -5,8 +5,9 @@ a dimension count that lies aborts or segfaults the process, with no Python exce
 to catch. ``check_gguf`` walks the header (llama.cpp's ``gguf.md``: magic, version,
 counts, each key and value, each tensor's name, dimensions, type and offset) and
 refuses, in one ``ModelError``, anything that does not fit inside the file: a count
-larger than the bytes left could hold, a string running past the end, more than four
-dimensions, a tensor type without a known size, a tensor's data outside the file.
+larger than the bytes left could hold, a string running past the end or not UTF-8, more
+than four dimensions, a tensor type without a known size, a tensor's data outside the
+file.
 Pure Python on a memory map: no mlx, and no more of the file read than its header.
 """
 
@@ -64,7 +65,12 @@ class _Header:
 
     def string(self, what: str) -> bytes:
         length = self.unpack("<Q", f"the length of {what}")
-        return bytes(self.data[self.take(length, what):self.at])
+        raw = bytes(self.data[self.take(length, what):self.at])
+        try:  # GGUF strings are UTF-8, and mlx decodes each (a failure may escape uncaught)
+            raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ValueError(f"{what} is not UTF-8 (byte {exc.start:,} of it)") from None
+        return raw
 
     def value(self, kind: int, what: str, nested: bool = False) -> object:
         if kind in _SCALARS:
