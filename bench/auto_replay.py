@@ -21,11 +21,15 @@ Per prompt it prints tokens per plain step of each policy and fixed k: a model o
 speedup over plain decoding, not a measurement of it. Then, per policy, its mean over the
 prompts of policy / best fixed k (plain included) and, against ``--against`` (``auto`` at
 a git revision, its own ``engines/`` whole), the mean ratio with its standard error: the
-gate a change to ``auto`` passes before it is measured for real.
+gate a change to ``auto`` passes before it is measured for real. ``hindsight`` is a
+yardstick beside the policies (the fixed k best on the text so far, every past token
+known); ``--why`` says where ``auto``'s time went on each prompt where it misses the best
+fixed k by more than 5 %.
 
     python bench/auto_replay.py --family demo [--drafter mtp] [--max-tokens 256]
                                 [--prompts a,b | --tuning] [--seeds 20]
-                                [--policies auto,grow,pmin:0.6] [--against 92e24a8]
+                                [--policies auto,grow,pmin:0.6,hindsight] [--why]
+                                [--against 92e24a8]
                                 [--costs 0.18,0.13]  # a draft step, a draft's verify share
 """
 
@@ -38,6 +42,7 @@ import hashlib
 import importlib
 import importlib.util
 import inspect
+import itertools
 import json
 import math
 import random
@@ -54,6 +59,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from draft_policies import HELD_OUT_FILES, TUNING, prompt_text  # noqa: E402
 from revisions import engines_at  # noqa: E402
+from specdeck.engines.core import events
 
 #: Prompts written to tune ``auto`` on besides ``TUNING`` and the built-in ones (none held
 #: out): copied text the demo's target loops on, and code it does not.
@@ -231,10 +237,14 @@ def drafted_under(p_min: float | None, chain: list[float], k: int) -> tuple[int,
     return min(k, len(chain)), len(chain) < k
 
 
-def replay(policy, data: dict, rng: random.Random, costs: dict, clock: ChoiceClock) -> float:
-    """Tokens per plain step of ``policy`` over the recorded output."""
+def replay(policy, data: dict, rng: random.Random, costs: dict, clock: ChoiceClock,
+           log: list | None = None) -> float:
+    """Tokens per plain step of ``policy`` over the recorded output; each round's k, why,
+    plain steps and tokens appended to ``log``."""
+    if isinstance(policy, Hindsight):
+        policy.see(data["runs"], costs)
     module = sys.modules[type(policy).__module__]
-    Round = module.Round
+    Round = getattr(module, "Round", events.Round)
     runs, sure, matches = data["runs"], data["sure"], data["matches"]
     n = len(runs)
     off = rng.uniform(-costs["error"], costs["error"])  # the machine is not as calibrated
@@ -267,9 +277,12 @@ def replay(policy, data: dict, rng: random.Random, costs: dict, clock: ChoiceClo
         else:  # ``auto`` at a revision before the record
             event.auto_k, event.auto_tokens, event.auto_cost = k, running.tokens, running.cost
             event.auto_explored, event.auto_hoped = running.explored, running.hoped
-        steps += event.seconds / unit
+        spent = event.seconds / unit
         if k or stopped:
-            steps += costs["catch_up_token"] * (p - seen)
+            spent += costs["catch_up_token"] * (p - seen)
+        steps += spent
+        if log is not None:
+            log.append((k, running.why, spent, kept + 1))
         if hasattr(policy, "observe_bonus") and guessing and k and kept == k and p + k < n:
             policy.observe_bonus(k, matches[p + k])
         p += kept + 1
@@ -286,10 +299,58 @@ def replay(policy, data: dict, rng: random.Random, costs: dict, clock: ChoiceClo
     return n / steps
 
 
+class Hindsight:
+    """A yardstick, not a policy: each round the fixed k (of ``--ks``, or plain) that
+    would have run fastest over the text so far, with every past token's acceptance
+    known (not only what its own rounds judged) and rounds priced at the replay's mean
+    costs; nothing of the future. Where it misses the best fixed k too, the miss is not
+    for want of knowing the past."""
+
+    def __init__(self, ks: list[int]) -> None:
+        self.ks, self.at, self.k = [0, *ks], 0, 1
+
+    def see(self, runs: list[int], costs: dict) -> None:
+        self.runs = runs
+        self.cost = {k: k * costs["draft_step"] + costs["passes"][k]
+                     + (costs["round_work"] if k else 0.0) for k in self.ks}
+
+    def observe(self, event) -> None:
+        self.at = min(self.at + event.accepted + 1, len(self.runs))
+
+    def choose(self) -> events.LengthChoice:
+        def rate(k: int) -> float:
+            p = rounds = 0
+            while p < self.at:
+                p, rounds = p + min(self.runs[p], k) + 1, rounds + 1
+            return p / (rounds * self.cost[k])
+
+        if self.at:
+            self.k = max(self.ks, key=rate)
+        return events.LengthChoice("auto", self.k, "best")
+
+
+def losses(logs: list[list], rate: float) -> str:
+    """Where replays' time went against the best fixed k's rate: each round's plain steps
+    beyond what its tokens cost at that rate, by why it was chosen and by stretch of the
+    run (a mean over the replays), and the first replay's k over the run."""
+    by_why: dict[str, float] = {}
+    by_stretch = [0.0, 0.0, 0.0]  # rounds 1-16, 17-48, the rest
+    for log in logs:
+        for i, (_, why, spent, tokens) in enumerate(log):
+            excess = (spent - tokens / rate) / len(logs)
+            by_why[why] = by_why.get(why, 0.0) + excess
+            by_stretch[(i >= 16) + (i >= 48)] += excess
+    ks = [f"{k}x{len(list(group))}" for k, group in itertools.groupby(k for k, *_ in logs[0])]
+    return ("plain steps lost by why " + ", ".join(f"{w} {v:+.1f}" for w, v in by_why.items())
+            + "; rounds 1-16 / 17-48 / rest " + " / ".join(f"{v:+.1f}" for v in by_stretch)
+            + f"\n    k over the run (k x rounds): {' '.join(ks)}")
+
+
 def policies_of(names: list[str], most: int, prior, typical, against: ModuleType | None,
-                variants: ModuleType | None) -> dict:
+                variants: ModuleType | None, fixed: list[int]) -> dict:
     """A factory per policy replayed: ``auto`` (priced by ``prior``, as a run with this
-    machine's calibration is), ``grow`` (``grow:N`` starts at N), ``pmin:P``, ``auto`` at
+    machine's calibration is), ``grow`` (``grow:N`` starts at N), ``pmin:P``,
+    ``hindsight`` (the yardstick over the fixed k ``fixed``), ``auto`` at
     ``against`` (as ``before``), and each ``VARIANTS`` entry of ``variants`` (a file of
     rules tried on ``auto``)."""
     from specdeck.engines.auto.adaptive import AutoLength
@@ -300,6 +361,8 @@ def policies_of(names: list[str], most: int, prior, typical, against: ModuleType
         policy, _, value = name.partition(":")
         if policy == "auto":
             return functools.partial(AutoLength, most, prior)
+        if policy == "hindsight":
+            return functools.partial(Hindsight, fixed)
         if policy == "grow":
             return functools.partial(GrowLength, most, int(value or START))
         return functools.partial(PMinLength, most, float(value))
@@ -338,6 +401,9 @@ def main() -> int:
     ap.add_argument("--against", help="a git revision: its auto replayed as 'before'")
     ap.add_argument("--variants", help="a file whose VARIANTS maps names to policies "
                                        "(made from the most drafts and the calibration)")
+    ap.add_argument("--why", action="store_true",
+                    help="where auto misses the best fixed k by more than 5 %% and that k "
+                         "gains more than 5 %%: where its time went, and its k over the run")
     ap.add_argument("--seeds", type=int, default=20, help="replays per prompt and policy")
     ap.add_argument("--noise", type=float, default=0.08,
                     help="per-round timing noise (sigma of a log-normal factor)")
@@ -384,10 +450,11 @@ def main() -> int:
         against = importlib.import_module(f"{then.__name__}.auto.draft_length")
     variants = load_module(args.variants) if args.variants else None
     variant_names = list(getattr(variants, "VARIANTS", {}))
-    factories = policies_of(args.policies.split(","), most, (step, tuple(passes)),
-                            calibration.typical_survival(args.drafter), against, variants)
-    clocks = {name: ChoiceClock() for name in factories}
     fixed = [int(k) for k in args.ks.split(",") if int(k) <= most]
+    factories = policies_of(args.policies.split(","), most, (step, tuple(passes)),
+                            calibration.typical_survival(args.drafter), against, variants,
+                            fixed)
+    clocks = {name: ChoiceClock() for name in factories}
     prompts = tuning_prompts() if args.tuning else args.prompts.split(",")
     print(f"{args.family} {args.drafter}, {args.max_tokens} tokens, {args.seeds} seeds, "
           f"draft step {step:.2f}, a pass of 2 / 5 / {most + 1} tokens {passes[1]:.2f} / "
@@ -399,20 +466,29 @@ def main() -> int:
     for name in prompts:
         data = record(args.family, name, args.max_tokens, args.drafter)
 
-        def mean_speed(make, clock: ChoiceClock) -> float:
-            return statistics.mean(replay(make(), data, random.Random(seed), costs, clock)
+        logs: list[list] = [[] for _ in range(args.seeds)]
+
+        def mean_speed(make, clock: ChoiceClock, log_to: list | None = None) -> float:
+            return statistics.mean(replay(make(), data, random.Random(seed), costs, clock,
+                                          log_to[seed] if log_to else None)
                                    for seed in range(args.seeds))
 
         from specdeck.engines.auto.length import FixedLength
         by_k = {k: mean_speed(functools.partial(FixedLength, k), ChoiceClock())
                 for k in [0, *fixed]}
         for policy, make in factories.items():
-            speeds[policy].append(mean_speed(make, clocks[policy]))
-        bests.append((max(by_k.values()), by_k[0]))
+            speeds[policy].append(mean_speed(make, clocks[policy],
+                                                 logs if policy == "auto" else None))
+        best = max(by_k.values())
+        bests.append((best, by_k[0]))
         right = sum(run > 0 for run in data["runs"]) / len(data["runs"])
         print(f"{Path(name).stem[:11]:<11} {right:>5.2f}"
               + "".join(f"{s[-1]:>9.3f}x" for s in speeds.values())
               + "".join(f"{by_k[k]:>6.3f}x" for k in fixed), flush=True)
+        if args.why and "auto" in speeds and best > 1.05 * by_k[0] \
+                and speeds["auto"][-1] < 0.95 * best:
+            k = max(by_k, key=by_k.get)
+            print(f"    auto {speeds['auto'][-1] / best:.3f} of k={k}: " + losses(logs, best))
     print()
     for policy, values in speeds.items():
         print(f"{policy}: " + summary(values, bests))
