@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from specdeck.commands.options import say
 from specdeck.engines.models.catalog import ModelInfo, find_models, suggest_drafts
@@ -18,6 +19,9 @@ from specdeck.engines.models.families import (
     FETCH_HINT, family_roots, is_shipped_draft, named_by_family,
 )
 from specdeck.engines.core.formatting import byte_size, parameters_text, percent, quant_text
+
+if TYPE_CHECKING:
+    from specdeck.engines.measure.draft_ranking import DraftRanking
 
 #: The built-in prompts (``prompts/``) a draft is probed on: code, prose and chat.
 PROBE_PROMPTS = ("code", "prose", "chat_explain")
@@ -155,11 +159,18 @@ def rank_drafts(target: str, models: list[ModelInfo], as_json: bool) -> int:
         say(f"warning: the ranking was not cached ({why_not(exc)})")
     if as_json:
         sys.stdout.write(orjson.dumps(ranking.to_dict(), option=orjson.OPT_INDENT_2).decode() + "\n")
-        return 0
+    else:
+        print_ranking(target, ranking)
+    return 0
+
+
+def print_ranking(target: str, ranking: DraftRanking) -> None:
+    """The ranking as a table, best first, one line a draft."""
+    from specdeck.safe_text.plain import visible
+
     print(visible(f"drafts for {target}, best first ({ranking.probe}; predicted on this "
                   "machine from the probe's acceptance and costs)"))
     for place, draft in enumerate(ranking.drafts, 1):
         survival = " ".join(percent(s) for s in draft.survival)
         print(visible(f"{place:>3}. {draft.name}: {draft.summary()}; draft step "
                       f"{draft.draft_step:.2f} target steps; survival by position {survival}"))
-    return 0
