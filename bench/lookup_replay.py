@@ -30,6 +30,8 @@ sys.path.insert(0, str(ROOT))
 
 from first_impression import HELD_OUT, prompt_names, prompt_text  # noqa: E402
 from revisions import engines_at  # noqa: E402
+from specdeck.engines.models.families import require_family  # noqa: E402
+from specdeck.engines.models.loading import load_tokenizer  # noqa: E402
 
 #: Six more held-out prompts of that kind, written before any rule was replayed on them.
 HELD_OUT_CHAT = str(ROOT / "bench" / "held_out_chat")
@@ -42,7 +44,6 @@ def record(names: list[str], max_tokens: int, path: Path | None) -> dict[str, An
     from specdeck.engines.core.events import Round
     from specdeck.engines.decode.run import Models, run_strategy
     from specdeck.engines.measure.blas_threads import fit_blas_threads_to
-    from specdeck.engines.models.families import require_family
     from specdeck.engines.models.loading import ModelStore
     from specdeck.engines.runs.compare import encode_prompt
 
@@ -63,11 +64,14 @@ def record(names: list[str], max_tokens: int, path: Path | None) -> dict[str, An
     return {n: answers[keys[n]] for n in names}
 
 
-def replay(engines: Any, prompt: list[int], answer: list[int], max_tokens: int
-           ) -> tuple[int, int, int]:
+def replay(engines: Any, tokenizer: Any, prompt: list[int], answer: list[int],
+           max_tokens: int) -> tuple[int, int, int]:
     """Drafted, kept and target passes when ``engines``' lookup writes ``answer``."""
     config = import_module(f"{engines.__name__}.core.config").DecodeSettings()
-    proposer = import_module(f"{engines.__name__}.proposers.ngram").PromptLookup(config.ngram_n)
+    ngram = import_module(f"{engines.__name__}.proposers.ngram")
+    # Built as that tree's ``run`` builds it (revisions before the sentence rule take n only).
+    told = [ngram.sentence_ends(tokenizer)] if hasattr(ngram, "sentence_ends") else []
+    proposer = ngram.PromptLookup(config.ngram_n, *told)
     proposer.begin(list(prompt), None)
     drafted = kept = passes = written = 0
     while written < len(answer):
@@ -93,6 +97,7 @@ def main() -> int:
     args = ap.parse_args()
     names = prompt_names(args.prompts)
     answers = record(names, args.max_tokens, args.answers)
+    tokenizer = load_tokenizer(Path(require_family("smollm2").target))
     with tempfile.TemporaryDirectory() as tmp:
         rules = {"ngram": import_module("specdeck.engines")}
         if args.against:
@@ -103,7 +108,8 @@ def main() -> int:
             prompt, answer = answers[name]["prompt"], answers[name]["answer"]
             cells = []
             for engines in rules.values():
-                drafted, kept, passes = replay(engines, prompt, answer, args.max_tokens)
+                drafted, kept, passes = replay(engines, tokenizer, prompt, answer,
+                                               args.max_tokens)
                 share = f"{kept / drafted:.0%}" if drafted else "-"
                 cells.append(f"{f'{kept}/{drafted} {share}':>20} {len(answer) / passes:>11.2f}")
             print(f"{Path(name).stem:<16} {len(answer):>6}  " + "  ".join(cells))

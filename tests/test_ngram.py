@@ -29,9 +29,10 @@ def store() -> ModelStore:
 
 @pytest.fixture
 def certain(monkeypatch) -> None:
-    """Every agreed token copied, however the copies went: where a test needs a round of
-    several drafts from its first."""
+    """Every agreed token copied, however the copies went and wherever a sentence ends:
+    where a test needs a round of several drafts from its first."""
     monkeypatch.setattr(ngram, "SURE", 0.0)
+    monkeypatch.setattr(ngram, "sentence_ends", lambda tokenizer: lambda token: False)
 
 
 def run(name: str, models: Models, ids: list[int], settings: DecodeSettings) -> Trace:
@@ -134,6 +135,39 @@ def test_drafts_grow_while_copies_are_kept_and_drop_to_one_after_a_miss() -> Non
     for token in text[:2]:
         proposer.settle([], 0, token, None)
     assert proposer.propose(16)[0].tolist() == text[2:3]  # one after a miss
+
+
+def test_no_copy_starts_after_a_sentence_end_until_a_copied_one_is_kept(certain) -> None:
+    """A rewrite keeps the prompt's phrases but writes its own next sentence: after a full
+    stop (token 0 here) lookup copies nothing until a copied full stop was kept since the
+    last miss, as a verbatim copy keeps them."""
+    text = [1, 2, 0, 3, 4, 0, 5, 6, 0]
+    proposer = PromptLookup(1, lambda token: token == 0)
+    proposer.begin(text + [1, 2, 0], None)
+    assert proposer.propose(4)[0].tolist() == []  # without the rule: 3 4 0 5
+    proposer.settle([], 0, 3, None)
+    assert proposer.propose(1)[0].tolist() == [4]
+    proposer.settle([4], 1, 0, None)  # the target's full stop, not a copied one
+    assert proposer.propose(4)[0].tolist() == []
+    proposer.settle([], 0, 5, None)
+    assert proposer.propose(3)[0].tolist() == [6, 0, 1]
+    proposer.settle([6, 0, 1], 3, 2, None)  # a copied full stop kept
+    proposer.settle([], 0, 0, None)
+    assert proposer.propose(2)[0].tolist() == [3, 4]
+    proposer.settle([3, 4], 0, 7, None)  # a miss
+    for token in (5, 6, 0):
+        proposer.settle([], 0, token, None)
+    assert proposer.propose(2)[0].tolist() == []
+    free = PromptLookup(1)
+    free.begin(proposer.history, None)
+    assert free.propose(2)[0].tolist() == [1, 2]
+
+
+def test_sentence_ends_reads_the_tokens_text(tiny_family, store) -> None:
+    tokenizer = store.get(str(tiny_family["llama_target"])).tokenizer
+    ends = ngram.sentence_ends(tokenizer)
+    ids = {text: tokenizer.encode(text, add_special_tokens=False) for text in (".", "\n", "?", "x")}
+    assert [ends(ids[text][-1]) for text in (".", "\n", "?", "x")] == [True, True, True, False]
 
 
 def test_may_draft_says_whether_any_next_token_would_give_a_match() -> None:

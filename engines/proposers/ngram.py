@@ -11,8 +11,9 @@ prefill, and a draft is a fixed token (a point mass), which the acceptance rule 
 
 from __future__ import annotations
 
+import functools
 import time
-from typing import Any, Iterator, Mapping, Sequence, TYPE_CHECKING
+from typing import Any, Callable, Iterator, Mapping, Sequence, TYPE_CHECKING
 
 import mlx.core as mx
 
@@ -37,6 +38,17 @@ RECENT = 32
 #: it are all kept is at least this. A paraphrase (a summary) copies a few words at a
 #: time, so its drafts stay short and mostly kept; a verbatim copy earns long drafts.
 SURE = 0.6
+#: How a token's text ends when it ends a sentence (``sentence_ends``).
+FULL_STOPS = (".", "!", "?", "\n", "\u3002", "\uff01", "\uff1f")
+
+
+def sentence_ends(tokenizer: Any) -> Callable[[int], bool]:
+    """Whether a token ends a sentence (its text ends with a full stop, a question or
+    exclamation mark or a line break), each token decoded once."""
+    @functools.cache
+    def ends(token: int) -> bool:
+        return tokenizer.decode([token]).rstrip(" ").endswith(FULL_STOPS)
+    return ends
 
 
 class PromptLookup:
@@ -49,21 +61,28 @@ class PromptLookup:
     under ``SURE``: each copied token is taken to be kept with the chance that Laplace's
     rule of succession gives after the copied tokens kept since the last rejected one,
     (s + 1) / (s + 2). So drafts grow while copies keep being kept and fall back to one
-    token after a miss. An index from every n-gram to the positions right after its
-    occurrences keeps each lookup short however long the text.
+    token after a miss. No copy starts right after the end of a sentence until a copied
+    sentence end has been kept since the last miss: a rewrite or a summary keeps the
+    prompt's phrases but chooses its own next sentence, a verbatim copy keeps whole
+    sentences. An index from every n-gram to the positions right after its occurrences
+    keeps each lookup short however long the text.
     """
 
     wants_hidden = False
     guesser = None
 
-    def __init__(self, n: int) -> None:
+    def __init__(self, n: int, ends_sentence: Callable[[int], bool] = lambda token: False
+                 ) -> None:
         self.n = n
+        self.ends_sentence = ends_sentence
         self.history: list[int] = []
         self.follows: dict[tuple[int, ...], list[int]] = {}
         #: The first n - 1 tokens of every n-gram in ``follows`` (``may_draft``).
         self.heads: set[tuple[int, ...]] = set()
         #: Copied drafts kept since the last one rejected.
         self.streak = 0
+        #: Whether a copied token that ended a sentence was kept since the last miss.
+        self.copies_sentences = False
         #: How many drafts the last ``propose`` copied (a chain's model drafts others).
         self.copied = 0
 
@@ -76,6 +95,7 @@ class PromptLookup:
     def begin(self, prompt: list[int], rest: mx.array) -> None:
         self.history, self.follows, self.heads = [], {}, set()
         self.streak = self.copied = 0
+        self.copies_sentences = False
         self._extend(prompt)
 
     def _extend(self, tokens: list[int]) -> None:
@@ -90,9 +110,10 @@ class PromptLookup:
     def match(self) -> tuple[int, int] | None:
         """Where the copy starts and how many tokens its sources agree on (at least
         one), from the latest occurrences of the longest suffix seen before; None when
-        the text offers no such match."""
+        the text offers no such match, or when it ends a sentence and no copied sentence
+        end was kept since the last miss."""
         history, n = self.history, self.n
-        if len(history) < n:
+        if len(history) < n or (self.ends_sentence(history[-1]) and not self.copies_sentences):
             return None
         starts = self.follows.get(tuple(history[-n:]), [])[-RECENT:]
         longest, best = 0, []
@@ -145,7 +166,10 @@ class PromptLookup:
         self, drafts: list[int], accepted: int, token: int, hidden: mx.array | None
     ) -> None:
         if self.copied:
-            self.streak = self.streak + accepted if accepted == len(drafts) else 0
+            whole = accepted == len(drafts)
+            self.streak = self.streak + accepted if whole else 0
+            self.copies_sentences = whole and (
+                self.copies_sentences or any(map(self.ends_sentence, drafts)))
             self.copied = 0
         self._extend(drafts[:accepted] + [token])
 
@@ -160,6 +184,5 @@ def run(
     ``auto``, starting from the machine's calibration when there is one)."""
     keys = KeyStream(settings.sampling.seed)
     lengths = {"ngram": draft_length(settings, "ngram", models.calibration)}
-    return run_speculative(
-        models.target, PromptLookup(settings.ngram_n), prompt, settings, lengths, keys, clock
-    )
+    lookup = PromptLookup(settings.ngram_n, sentence_ends(models.target.tokenizer))
+    return run_speculative(models.target, lookup, prompt, settings, lengths, keys, clock)
