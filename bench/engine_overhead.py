@@ -183,8 +183,11 @@ def main() -> None:
                         help="top alternatives specdeck records per position (the app: "
                              f"{INSPECTOR_ALTERNATIVES})")
     parser.add_argument("--prompts", metavar="NAMES",
-                        help="comma-separated prompts of bench/held_out/ (default: one "
+                        help="comma-separated prompts of --prompt-folder (default: one "
                              "code prompt); each repetition runs every loop on each")
+    parser.add_argument("--prompt-folder", default="held_out", metavar="NAME",
+                        help="the folder of bench/ that --prompts names (held_out_chat: "
+                             "six chat prompts no loop change was tuned on)")
     parser.add_argument("--against", metavar="REV",
                         help="also time the loop's plain steps and draft as at this git "
                              "revision")
@@ -196,7 +199,7 @@ def main() -> None:
         models = Models(store.get(str(target_dir), dtype=args.dtype),
                         store.get(str(draft_dir), dtype=args.dtype))
         n = args.tokens
-        texts = ([(ROOT / "bench" / "held_out" / f"{name}.txt").read_text()
+        texts = ([(ROOT / "bench" / args.prompt_folder / f"{name}.txt").read_text()
                   for name in args.prompts.split(",")] if args.prompts else [PROMPT])
         then, drafted = f"plain steps ({args.against})", f"draft ({args.against})"
         engines = engines_at(args.against, Path(tmp)) if args.against else None
