@@ -49,6 +49,7 @@ from revisions import engines_at  # noqa: E402
 from specdeck.engines.core.config import (  # noqa: E402
     DTYPES, INSPECTOR_ALTERNATIVES, DecodeSettings,
 )
+from specdeck.engines.measure.blas_threads import fit_blas_threads_to  # noqa: E402
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
 from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
 
@@ -198,6 +199,9 @@ def main() -> None:
         store = ModelStore()
         models = Models(store.get(str(target_dir), dtype=args.dtype),
                         store.get(str(draft_dir), dtype=args.dtype))
+        # OpenBLAS's threads as the app runs this target (one below 64 MB of weights),
+        # for both loops: two threads on the tiny pair time a set-up no run uses.
+        threads = fit_blas_threads_to(models.target)
         n = args.tokens
         texts = ([(ROOT / "bench" / args.prompt_folder / f"{name}.txt").read_text()
                   for name in args.prompts.split(",")] if args.prompts else [PROMPT])
@@ -230,7 +234,8 @@ def main() -> None:
 
     print(f"models: {target_dir.name} + {draft_dir.name} ({args.dtype}), k={args.k}, "
           f"{n} tokens, {len(texts)} prompt(s), {args.alternatives} alternatives, "
-          f"{args.reps} interleaved repetitions, device {mx.default_device()}")
+          f"{args.reps} interleaved repetitions, device {mx.default_device()}, "
+          f"OpenBLAS threads {threads or 'as started'}")
     for name, values in results.items():
         q1, med, q3 = quartiles(values)
         print(f"  {name:15s} {med:8.1f} tok/s  (quartiles {q1:.1f}-{q3:.1f})")
