@@ -387,9 +387,12 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes():
     # Three panes side by side would be 30 columns each: they stack instead.
     app = replay("plain", "draft", "ngram")
     async with app.run_test(size=(90, 50)) as pilot:
-        await until(pilot, lambda: app.pane("ngram").region.height > 0)
-        plain, draft = app.pane("plain").region, app.pane("draft").region
-        assert plain.x == draft.x and draft.y > plain.y  # stacked
+        panes = app.query_one("#panes")
+        await until(pilot, lambda: panes.size.width > 0)  # sized, so arranged
+        assert panes.has_class("-stacked")
+        await until(pilot, lambda: app.pane("draft").region.y > app.pane("plain").region.y,
+                    seconds=5)  # laid out so
+        assert app.pane("plain").region.x == app.pane("draft").region.x  # stacked
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -399,7 +402,9 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes():
         assert not isinstance(app.screen, HelpScreen)
     two = replay("plain", "draft")
     async with two.run_test(size=(80, 40)) as pilot:  # two panes of 40 columns fit
-        await until(pilot, lambda: two.pane("draft").region.width > 0)
+        panes = two.query_one("#panes")
+        await until(pilot, lambda: panes.size.width > 0 and two.pane("draft").region.width)
+        assert not panes.has_class("-stacked")
         assert two.pane("draft").region.x > two.pane("plain").region.x  # side by side
 
 
