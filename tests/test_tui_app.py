@@ -23,9 +23,14 @@ from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.session_browser import SessionBrowser
+from specdeck.tui.app import SpecdeckApp
+from specdeck.tui.sources import ReplaySource
 from specdeck.safe_text.plain import printable
-from specdeck.testing.pilot import run_async, screen_text, settle
+from specdeck.sessions.session import load_session
+from specdeck.testing.pilot import run_async, screen_text, settle, until
 from helpers.app import SIZE, live_app, make_request
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 
 
 class GatedClock:
@@ -97,12 +102,24 @@ async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
         assert "baseline" in str(plain.query_one(".stats-text").render())
 
 
+def ended(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    return False
+
+
 @run_async
-async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_app(tiny_family):
+async def test_the_engine_process_measures_dies_is_replaced_and_ends_with_the_app(
+        tiny_family, tmp_path):
+    """The engine process's life, one story: it measures and names alternatives, a
+    restart reuses it, kill -9 ends its run with an error, ``r`` starts a new one, and
+    quitting mid-run keeps what that one measured and ends it."""
     from tokenizers import Tokenizer
 
     before = engine_processes()
-    app = live_app(make_request(tiny_family), engine_process=True)
+    app = live_app(make_request(tiny_family), engine_process=True, sessions_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         (pid,) = engine_processes() - before
@@ -113,54 +130,34 @@ async def test_the_engine_process_measures_names_alternatives_and_ends_with_the_
         round_ = next(e for e in draft.events if isinstance(e, Round) and e.alternatives)
         token = int(round_.alternatives[0][1][0])
         assert app.token_text(token) == tokenizer.decode([token], skip_special_tokens=False)
+
+        app.request = make_request(tiny_family, max_tokens=100_000)
         await pilot.press("r")  # a restart reuses the process and its loaded models
-        await settle(app, pilot)
-        assert engine_processes() - before == {pid} and app.pane("draft").complete
-    # Quitting the app ends the engine process.
-    with pytest.raises(ProcessLookupError):
-        for _ in range(50):
-            os.kill(pid, 0)
-            time.sleep(0.1)
-
-
-@run_async
-async def test_an_engine_process_that_dies_ends_its_run_with_an_error(tiny_family):
-    before = engine_processes()
-    app = live_app(make_request(tiny_family, max_tokens=100_000), engine_process=True)
-    async with app.run_test(size=SIZE) as pilot:
-        for _ in range(600):  # until the first strategy streams
-            if app.phase == "running":
-                break
-            await pilot.pause(0.05)
-        (pid,) = engine_processes() - before
+        await until(pilot, lambda: app.phase == "running")  # the first strategy streams
+        assert engine_processes() - before == {pid}
         os.kill(pid, signal.SIGKILL)
         await settle(app, pilot)
         assert app.phase == "failed"
         status = str(app.query_one("#status").render())
         assert "engine process ended unexpectedly (exit code -9)" in status
         assert app.pane("draft").status == "not run"
-        app.request = make_request(tiny_family)  # r: a new engine process runs it
-        await pilot.press("r")
-        await settle(app, pilot)
-        assert app.phase == "measured" and app.pane("draft").complete
 
-
-@run_async
-async def test_quitting_mid_run_keeps_what_the_engine_measured(tiny_family, tmp_path):
-    from specdeck.sessions.session import load_session
-
-    app = live_app(make_request(tiny_family, max_tokens=100_000), engine_process=True,
-                   sessions_dir=tmp_path)
-    async with app.run_test(size=SIZE) as pilot:
-        for _ in range(600):
-            if app.phase == "running":
-                break
-            await pilot.pause(0.05)
+        app.sessions_dir = tmp_path / "quit"
+        await pilot.press("r")  # a new engine process runs it
+        await until(pilot, lambda: app.phase == "running" and app.pane("plain").events)
+        (second,) = engine_processes() - before
+        assert second != pid
         await pilot.press("q")
-    (saved,) = tmp_path.glob("*.json")  # written by the engine process as it stopped
+    # Quitting mid-run keeps what the engine measured (it saved it as it stopped)...
+    (saved,) = (tmp_path / "quit").glob("*.json")
     session = load_session(saved)
     assert session.partial and saved.name.endswith("_partial.json")
     assert 0 < session.traces["plain"].done.generated_tokens < 100_000
+    # ...and ends the engine process.
+    deadline = time.monotonic() + 5
+    while not ended(second):
+        assert time.monotonic() < deadline, "the engine process outlived the app"
+        time.sleep(0.1)
 
 
 @run_async
@@ -263,7 +260,8 @@ async def test_escape_never_cancels_and_c_says_where_the_partial_run_went(tiny_f
         assert app.phase == "cancelled" and "saving what was measured" in app.status_text
         clock.gate.set()
         await settle(app, pilot)
-        (partial,) = tmp_path.glob("*_partial.json")
+        (partial,) = tmp_path.glob("*.json")
+        assert partial.name.endswith("_partial.json") and load_session(partial).partial
         assert app.status_text.startswith(
             f"cancelled · partial session saved to {partial} · r: measure again")
 
@@ -286,7 +284,7 @@ async def test_a_live_race_says_r_measures_again(tiny_family):
 
 @run_async
 async def test_restart_and_change_k(tiny_family):
-    app = live_app(make_request(tiny_family, k=2))
+    app = live_app(make_request(tiny_family, k=2, max_tokens=16))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         first = app.pane("draft").view.text()
@@ -308,7 +306,7 @@ async def test_restart_and_change_k(tiny_family):
 
 @run_async
 async def test_settings_dialog_applies_and_reports_errors(tiny_family):
-    app = live_app(make_request(tiny_family, k=2))
+    app = live_app(make_request(tiny_family, k=2, max_tokens=16))
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
         await pilot.press("s")
@@ -378,14 +376,23 @@ async def test_race_replays_in_sync_from_each_start(tiny_family):
 
 
 @run_async
-async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family):
+async def test_help_lists_bindings_and_narrow_terminal_stacks_panes():
+    """Layout and keys, shown on a recorded run (no engine needed)."""
+    traces = load_session(EXAMPLES / "code-all-strategies.json").traces
+
+    def replay(*names: str) -> SpecdeckApp:
+        return SpecdeckApp(ReplaySource({name: traces[name] for name in names}),
+                           wall_clock=lambda: 0.0)
+
     # Three panes side by side would be 30 columns each: they stack instead.
-    app = live_app(make_request(tiny_family, max_tokens=8,
-                                   strategies=("plain", "draft", "ngram")))
+    app = replay("plain", "draft", "ngram")
     async with app.run_test(size=(90, 50)) as pilot:
-        await settle(app, pilot)
-        plain, draft = app.pane("plain").region, app.pane("draft").region
-        assert plain.x == draft.x and draft.y > plain.y  # stacked
+        panes = app.query_one("#panes")
+        await until(pilot, lambda: panes.size.width > 0)  # sized, so arranged
+        assert panes.has_class("-stacked")
+        await until(pilot, lambda: app.pane("draft").region.y > app.pane("plain").region.y,
+                    seconds=5)  # laid out so
+        assert app.pane("plain").region.x == app.pane("draft").region.x  # stacked
         await pilot.press("question_mark")
         await pilot.pause()
         assert isinstance(app.screen, HelpScreen)
@@ -393,9 +400,11 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes(tiny_family)
         assert {"specdeck.restart", "specdeck.cancel", "specdeck.step"} <= keys
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
-    two = live_app(make_request(tiny_family, max_tokens=8))
+    two = replay("plain", "draft")
     async with two.run_test(size=(80, 40)) as pilot:  # two panes of 40 columns fit
-        await settle(two, pilot)
+        panes = two.query_one("#panes")
+        await until(pilot, lambda: panes.size.width > 0 and two.pane("draft").region.width)
+        assert not panes.has_class("-stacked")
         assert two.pane("draft").region.x > two.pane("plain").region.x  # side by side
 
 
@@ -413,8 +422,8 @@ async def test_model_error_is_shown_not_raised(tiny_family, tmp_path):
 
 @run_async
 async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
-    """Like `specdeck compare`, the app saves each measured run; a cancelled one as partial."""
-    from specdeck.sessions.session import load_session
+    """Like `specdeck compare`, the app saves each measured run (a cancelled one as
+    partial: ``test_escape_never_cancels_and_c_says_where_the_partial_run_went``)."""
 
     app = live_app(make_request(tiny_family), sessions_dir=tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -433,19 +442,7 @@ async def test_live_runs_are_saved_as_sessions(tiny_family, tmp_path):
         assert saved[0].stem in {str(table.get_row_at(i)[1]) for i in range(table.row_count)}
         await pilot.press("escape")
 
-    clock = GatedClock(open_calls=60)
-    cancelled_dir = tmp_path / "cancelled"
-    app = live_app(make_request(tiny_family, max_tokens=200), clock=clock,
-                      sessions_dir=cancelled_dir)
-    async with app.run_test(size=SIZE) as pilot:
-        await clock.wait_blocked()
-        await pilot.press("c")
-        clock.gate.set()
-        await settle(app, pilot)
-    (partial,) = cancelled_dir.glob("*.json")
-    assert load_session(partial).partial and partial.name.endswith("_partial.json")
-
-    app = live_app(make_request(tiny_family), sessions_dir=tmp_path / "off",
+    app = live_app(make_request(tiny_family, max_tokens=8), sessions_dir=tmp_path / "off",
                       save_sessions=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(app, pilot)
@@ -461,12 +458,20 @@ async def test_where_a_run_was_saved_is_said_whole_at_any_width(tiny_family, tmp
     path shows whole, though the line is not always whole). Under 30 rows the line says
     its brief, in one row: four panes fill 80x24 to the row, whichever BLAS it names."""
     monkeypatch.setenv("LD_PRELOAD", "/usr/lib/libopenblas.so.0" if blas == "OpenBLAS" else "")
-    for width, rows, cut in ((80, 30, True), (200, 30, False), (80, 24, True)):
-        folder = tmp_path / f"sessions saved at {width}x{rows}"
-        app = live_app(make_request(tiny_family, max_tokens=8), sessions_dir=folder)
-        async with app.run_test(size=(width, rows)) as pilot:
+
+    def folder(width: int, rows: int) -> Path:
+        return tmp_path / f"sessions saved at {width}x{rows}"
+
+    app = live_app(make_request(tiny_family, max_tokens=8), sessions_dir=folder(80, 30))
+    async with app.run_test(size=(80, 30)) as pilot:
+        for width, rows, cut in ((80, 30, True), (200, 30, False), (80, 24, True)):
+            if app.sessions_dir != folder(width, rows):  # resized, and measured again
+                app.sessions_dir = folder(width, rows)
+                app.clear_notifications()
+                await pilot.resize_terminal(width, rows)
+                await pilot.press("r")
             await settle(app, pilot)
-            (path,) = folder.glob("*.json")
+            (path,) = folder(width, rows).glob("*.json")
             status = app.query_one("#status")
             shown = " ".join(status.render().plain.split("\n"))
             toasts = [str(note.message) for note in app._notifications]

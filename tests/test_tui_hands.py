@@ -282,22 +282,25 @@ async def test_settings_open_at_their_title_with_the_model_paths_whole(tiny_fami
     line in view, though the form is taller than the screen), and each model field has
     a row of its own: 60 characters of a model path read from 160 columns (it was cut
     to 4), 30 at 80."""
-    for size in ((80, 24), (160, 45), (220, 60)):
-        app = live_app(live_request(tiny_family), save_sessions=False)
-        async with app.run_test(size=size) as pilot:
-            await settle(app, pilot)
+    app = live_app(live_request(tiny_family), save_sessions=False)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await settle(app, pilot)
+        for size in ((80, 24), (160, 45), (220, 60)):  # one run, the terminal resized
+            await pilot.resize_terminal(*size)
+            await until(pilot, lambda: app.screen.size == size, seconds=5.0)
             await pilot.press("s")
             await until(pilot, lambda: isinstance(app.screen, SettingsScreen), seconds=5.0)
             for _ in range(3):  # laid out and scrolled where it opens
                 await pilot.pause()
             settings = app.screen
-            assert isinstance(settings, SettingsScreen)
             assert settings.query_one("#settings-body").scroll_y == 0, size
             assert shows(screen_text(app).splitlines(), "Settings — ctrl+s applies"), size
             target = settings.query_one("#target", Input)
             room = target.content_region.width
             assert room >= (60 if size[0] >= 160 else 30), (size, room)
             await pilot.press("escape")
+            await until(pilot, lambda: not isinstance(app.screen, SettingsScreen),
+                        seconds=5.0)
 
 
 # -- 8. scrolling with keys, and all panes together -------------------------------------

@@ -97,7 +97,8 @@ async def test_the_palette_lists_quit_once():
         await until(pilot, lambda: isinstance(app.screen, CommandPalette))
         await pilot.press(*"quit")
         await until(pilot, lambda: shows(screen_text(app).splitlines(), "Quit ("), seconds=10)
-        await pilot.pause(0.3)  # every provider has answered
+        await app.workers.wait_for_complete()  # every provider has answered
+        await pilot.pause()
         rows = [row for row in screen_text(app).splitlines()[:-1]  # not the footer
                 if "Quit" in row]
         assert len(rows) == 1 and "Quit (q)" in rows[0], rows
@@ -118,8 +119,9 @@ async def test_quit_is_always_on_the_footer(size):
     row): it keeps Quit's room and leaves others out instead, each shown whole."""
     app = replay_of(EXAMPLES / "code-all-strategies.json")
     async with app.run_test(size=size) as pilot:
-        await until(pilot, lambda: "? Help" in footer_row(app), seconds=10)
-        await pilot.pause(0.2)
+        # Fitted once its key groups are laid out: wait for what must show, then read.
+        await until(pilot, lambda: all(key in footer_row(app) for key in (
+            "? Help", "q Quit", "^p palette", "space Pause")), seconds=10)
         row = footer_row(app)
         assert "? Help" in row and "q Quit" in row and "^p palette" in row, row
         assert "space Pause" in row
@@ -136,7 +138,7 @@ async def test_quit_is_whole_on_the_footer_after_a_live_run(tiny_family):
                                 strategies=("plain", "draft", "ngram")), save_sessions=False)
     async with app.run_test(size=(160, 45)) as pilot:
         await settle(app, pilot)
-        await pilot.pause(0.3)
+        await until(pilot, lambda: "q Quit" in footer_row(app), seconds=10)
         row = footer_row(app)
         assert "q Quit" in row and row.rstrip().endswith("^p palette"), row
 
