@@ -6,6 +6,7 @@ no Hugging Face hub.  Building the whole family takes well under a second.
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 from pathlib import Path
@@ -28,6 +29,10 @@ def pytest_configure(config: pytest.Config) -> None:
     process (unless the user says otherwise): the workers outnumber the cores, and a
     second thread only contends (whole suite: 415 -> 386 processor-seconds)."""
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # Python collects its youngest objects every 700 allocations by default, and a
+    # worker's heap (models, apps, modules) makes each full collection long: ~40 % of
+    # an app test's processor time went to it. Collect 14x less often (see below).
+    gc.set_threshold(10_000, 10, 10)
     started_as_command = config.invocation_params.args == tuple(sys.argv[1:])
     if (openblas_environment() is None or not started_as_command
             or hasattr(config, "workerinput")):
@@ -37,6 +42,14 @@ def pytest_configure(config: pytest.Config) -> None:
     sys.stdout.flush()
     sys.stderr.flush()
     reexec_with_openblas(sys.orig_argv[1:])
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """What collection imported (mlx-lm, transformers, Textual, every test module) lives
+    as long as the session: kept out of every later collection (app tests: 14.3 -> 11.5
+    processor-seconds with the threshold above)."""
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
