@@ -23,12 +23,10 @@ from specdeck.tui.help_screen import HelpScreen
 from specdeck.tui.inspector import RoundInspector
 from specdeck.tui.settings_screen import SettingsScreen
 from specdeck.tui.session_browser import SessionBrowser
-from specdeck.tui.app import SpecdeckApp
-from specdeck.tui.sources import ReplaySource
 from specdeck.safe_text.plain import printable
 from specdeck.sessions.session import load_session
 from specdeck.testing.pilot import run_async, screen_text, settle, until
-from helpers.app import SIZE, live_app, make_request
+from helpers.app import SIZE, live_app, make_request, replay_of
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 
@@ -378,14 +376,9 @@ async def test_race_replays_in_sync_from_each_start(tiny_family):
 @run_async
 async def test_help_lists_bindings_and_narrow_terminal_stacks_panes():
     """Layout and keys, shown on a recorded run (no engine needed)."""
-    traces = load_session(EXAMPLES / "code-all-strategies.json").traces
-
-    def replay(*names: str) -> SpecdeckApp:
-        return SpecdeckApp(ReplaySource({name: traces[name] for name in names}),
-                           wall_clock=lambda: 0.0)
-
+    recorded = EXAMPLES / "code-all-strategies.json"
     # Three panes side by side would be 30 columns each: they stack instead.
-    app = replay("plain", "draft", "ngram")
+    app = replay_of(recorded, ("plain", "draft", "ngram"))
     async with app.run_test(size=(90, 50)) as pilot:
         panes = app.query_one("#panes")
         await until(pilot, lambda: panes.size.width > 0)  # sized, so arranged
@@ -400,7 +393,7 @@ async def test_help_lists_bindings_and_narrow_terminal_stacks_panes():
         assert {"specdeck.restart", "specdeck.cancel", "specdeck.step"} <= keys
         await pilot.press("escape")
         assert not isinstance(app.screen, HelpScreen)
-    two = replay("plain", "draft")
+    two = replay_of(recorded, ("plain", "draft"))
     async with two.run_test(size=(80, 40)) as pilot:  # two panes of 40 columns fit
         panes = two.query_one("#panes")
         await until(pilot, lambda: panes.size.width > 0 and two.pane("draft").region.width)

@@ -4,6 +4,7 @@ and the model picker's fake catalog (a fixture, registered by ``conftest.py``)."
 from __future__ import annotations
 
 import functools
+from dataclasses import replace
 from pathlib import Path
 from typing import Callable
 
@@ -44,9 +45,13 @@ def live_app(request: CompareRequest, *, engine_process: bool = False,
                        host=lambda post: ThreadHost(post, shared_store(), clock), **kwargs)
 
 
-def replay_of(path: Path, **kwargs) -> SpecdeckApp:
-    """``specdeck replay PATH``, its race clock standing still."""
+def replay_of(path: Path, strategies: tuple[str, ...] | None = None,
+              **kwargs) -> SpecdeckApp:
+    """``specdeck replay PATH`` (only ``strategies``' panes, where named), its race clock
+    standing still."""
     session = load_session(path)
+    if strategies is not None:
+        session = replace(session, traces={name: session.traces[name] for name in strategies})
     return SpecdeckApp(ReplaySource.of(session), title=session.replay_title,
                        wall_clock=lambda: 0.0, **kwargs)
 
