@@ -25,10 +25,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
 @pytest.fixture(scope="module")
 def wheel(tmp_path_factory, worker_id: str) -> Path:
     """The wheel, built once a session. pip builds in the source tree (``build/``), and
-    two builds at once collide ("File exists: build/bdist..."): the xdist group does not
-    always keep both tests on one worker (run alone, this file's two tests went to two),
-    so the workers take turns under a lock in the session's folder, and the first one's
-    wheel serves the rest."""
+    two builds at once collide ("File exists: build/bdist..."), and the xdist group that
+    keeps both tests on one worker is ignored by pytest 9.2 (pytest-xdist#1386), so the
+    workers take turns under a lock in the session's folder, and the first one's wheel
+    serves the rest."""
     session = tmp_path_factory.getbasetemp()
     if worker_id != "master":  # each worker's folder sits in the session's
         session = session.parent
