@@ -7,6 +7,8 @@ down when specdeck dies; a run cancelled after its engine died says nothing was 
 from __future__ import annotations
 
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -29,13 +31,13 @@ from specdeck.tui.messages import FromEngine
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def started(args: list[str], tmp_path: Path) -> tuple[subprocess.Popen, Path]:
+def started(args: list[str], tmp_path: Path, **env: str) -> tuple[subprocess.Popen, Path]:
     err = tmp_path / "err.txt"
     process = subprocess.Popen(
         [sys.executable, "-m", "specdeck", *args], cwd=ROOT, stdout=subprocess.DEVNULL,
         stderr=err.open("wb"), stdin=subprocess.DEVNULL,
         env={**os.environ, "SPECDECK_NO_OPENBLAS": "1",
-             "SPECDECK_SESSIONS_DIR": str(tmp_path / "sessions")})
+             "SPECDECK_SESSIONS_DIR": str(tmp_path / "sessions"), **env})
     return process, err
 
 
@@ -62,6 +64,31 @@ def test_a_stopping_signal_saves_what_ran_and_exits_with_its_status(tiny_family,
     assert "stopping after this round and saving what ran" in said
     (partial,) = (tmp_path / "sessions").glob("*_partial.json")
     assert f"saved {partial} (partial)" in said and "Traceback" not in said
+
+
+@pytest.mark.skipif(shutil.which("g++") is None, reason="mlx fuses nothing here without g++")
+def test_mlx_asks_for_its_compiler_while_loading_not_mid_run(tiny_family, tmp_path) -> None:
+    """glibc's system() ignores Ctrl+C while it runs, and mlx calls it once a process
+    (``g++ --version``) the first time it fuses operations on the CPU: a Ctrl+C sent in a
+    run's first step was lost. A g++ slow to answer, noting when it was asked, shows that
+    the question comes before the run."""
+    asked = tmp_path / "asked"
+    fake = tmp_path / "bin" / "g++"
+    fake.parent.mkdir()
+    fake.write_text(f'#!/bin/sh\nsleep 0.5\necho "$*" >> {shlex.quote(str(asked))}\n'
+                    f'exec {shlex.quote(shutil.which("g++"))} "$@"\n')
+    fake.chmod(0o755)
+    process, err = started(["compare", "--headless", "--target",
+                            str(tiny_family["llama_target"]), "--strategies", "plain",
+                            "--prompt", "x", "--ignore-eos", "--max-tokens", "100000",
+                            "--warmup-tokens", "0", "--quiet"], tmp_path,
+                           PATH=f"{fake.parent}{os.pathsep}{os.environ['PATH']}")
+    try:
+        wait_for(err, "running plain", process)
+        assert asked.exists() and "--version" in asked.read_text(), err.read_text()
+    finally:
+        process.kill()
+        process.wait()
 
 
 def test_a_sweep_stopped_by_sigterm_keeps_what_finished(tiny_family, tmp_path) -> None:

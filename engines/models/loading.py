@@ -11,6 +11,7 @@ passes ``trust_remote_code=False`` besides.
 
 from __future__ import annotations
 
+import functools
 import tempfile
 import threading
 from contextlib import contextmanager
@@ -170,7 +171,8 @@ def prefer_fast_dtype(model: nn.Module) -> bool:
     """On the CPU backend, cast half-precision weights to float32.
 
     float16/bfloat16 matrix products do not go through BLAS on the CPU: a 1024x1024
-    product took 20-40x as long as in float32 with OpenBLAS. Quantized weights stay as they are. Returns whether it cast.
+    product took 20-40x as long as in float32 with OpenBLAS. Quantized weights stay as
+    they are. Returns whether it cast.
     """
     if mx.default_device().type != mx.DeviceType.cpu:
         return False
@@ -182,6 +184,15 @@ def prefer_fast_dtype(model: nn.Module) -> bool:
         tree_map(lambda v: v.astype(mx.float32) if v.dtype in halves else v, model.parameters())
     )
     return True
+
+
+@functools.cache
+def _ask_for_the_cpu_compiler() -> None:
+    """mlx's CPU backend asks the shell whether g++ exists the first time a process fuses
+    operations, through glibc's system(), which ignores Ctrl+C while it runs: in a run's
+    first step, under load, a Ctrl+C was lost. Loading asks, once a process."""
+    if mx.default_device().type == mx.DeviceType.cpu:
+        mx.eval(mx.compile(lambda a: a * 2 + 1)(mx.zeros(1)))
 
 
 @dataclass
@@ -263,6 +274,7 @@ class ModelStore:
             raise
         except Exception as exc:
             raise ModelError(f"cannot load the model {source}: {_short(exc)}") from exc
+        _ask_for_the_cpu_compiler()
         upcast = prefer_fast_dtype(model) if dtype == "fast" else False
         return LoadedModel(source, path, model, tokenizer, config, revision, upcast,
                            draft_vocabulary(model, path))
