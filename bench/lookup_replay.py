@@ -10,9 +10,12 @@ answer's end count as not kept: the loop may verify some of them after the end t
 which no answer shows). It prints per prompt the drafts kept and tokens per target pass,
 for this tree's rule and (``--against REV``) a revision's, each with its own default n
 and k. What the counts buy in time is ``first_impression.py``'s to measure.
+``--rejected`` also prints every round of this tree's rule whose drafts were not all
+kept: the match copied from (its length, from the prompt or the answer), how far into
+its sentence the copy starts, the drafts and what the model wrote instead.
 
     python bench/lookup_replay.py [--prompts a,FOLDER,FILE] [--against REV]
-        [--answers FILE] [--max-tokens 128]
+        [--answers FILE] [--max-tokens 128] [--rejected]
 """
 
 from __future__ import annotations
@@ -65,8 +68,9 @@ def record(names: list[str], max_tokens: int, path: Path | None) -> dict[str, An
 
 
 def replay(engines: Any, tokenizer: Any, prompt: list[int], answer: list[int],
-           max_tokens: int) -> tuple[int, int, int]:
-    """Drafted, kept and target passes when ``engines``' lookup writes ``answer``."""
+           max_tokens: int, show: bool = False) -> tuple[int, int, int]:
+    """Drafted, kept and target passes when ``engines``' lookup writes ``answer``;
+    with ``show``, each round that rejected a draft printed (``rejected``)."""
     config = import_module(f"{engines.__name__}.core.config").DecodeSettings()
     ngram = import_module(f"{engines.__name__}.proposers.ngram")
     # Built as that tree's ``run`` builds it (revisions before the sentence rule take n only).
@@ -75,16 +79,36 @@ def replay(engines: Any, tokenizer: Any, prompt: list[int], answer: list[int],
     proposer.begin(list(prompt), None)
     drafted = kept = passes = written = 0
     while written < len(answer):
+        found = proposer.match()
         drafts = proposer.propose(min(config.ngram_k, max_tokens - written))[0].tolist()
         accepted = 0
         while (accepted < len(drafts) and written + accepted < len(answer)
                and drafts[accepted] == answer[written + accepted]):
             accepted += 1
+        if show and accepted < len(drafts):
+            rejected(tokenizer, proposer, len(prompt), found[0], drafts, accepted,
+                     answer[written:written + len(drafts) + 1])
         drafted, kept, passes = drafted + len(drafts), kept + accepted, passes + 1
         written += accepted + 1
         if written <= len(answer):
             proposer.settle(drafts, accepted, answer[written - 1], None)
     return drafted, kept, passes
+
+
+def rejected(tokenizer: Any, proposer: Any, prompt_length: int, start: int,
+             drafts: list[int], accepted: int, written: list[int]) -> None:
+    """One line for a round whose drafts were not all kept: the match (tokens, where from),
+    the copy's place in its sentence, drafts kept | rejected, and what the model wrote."""
+    history, ends = proposer.history, proposer.ends_sentence
+    length = 0
+    while length < start and history[start - length - 1] == history[-length - 1]:
+        length += 1
+    into = next((i for i, t in enumerate(reversed(history)) if ends(t)), len(history))
+    text = lambda ids: repr(tokenizer.decode(ids))  # noqa: E731
+    print(f"  match {length:>2} from {'prompt' if start < prompt_length else 'answer'} "
+          f"{text(history[-min(length, 8):])}, {into:>2} into the sentence, "
+          f"drafts {text(drafts[:accepted])} | {text(drafts[accepted:])}, "
+          f"wrote {text(written[accepted:accepted + 3])}")
 
 
 def main() -> int:
@@ -94,6 +118,8 @@ def main() -> int:
     ap.add_argument("--against", metavar="REV", help="also lookup as it was at this revision")
     ap.add_argument("--answers", type=Path, help="a JSON file that keeps the answers recorded")
     ap.add_argument("--max-tokens", type=int, default=128)
+    ap.add_argument("--rejected", action="store_true",
+                    help="print this tree's rounds that rejected a draft")
     args = ap.parse_args()
     names = prompt_names(args.prompts)
     answers = record(names, args.max_tokens, args.answers)
@@ -107,9 +133,10 @@ def main() -> int:
         for name in names:
             prompt, answer = answers[name]["prompt"], answers[name]["answer"]
             cells = []
-            for engines in rules.values():
+            for rule, engines in rules.items():
                 drafted, kept, passes = replay(engines, tokenizer, prompt, answer,
-                                               args.max_tokens)
+                                               args.max_tokens,
+                                               args.rejected and rule == "ngram")
                 share = f"{kept / drafted:.0%}" if drafted else "-"
                 cells.append(f"{f'{kept}/{drafted} {share}':>20} {len(answer) / passes:>11.2f}")
             print(f"{Path(name).stem:<16} {len(answer):>6}  " + "  ".join(cells))

@@ -163,6 +163,26 @@ def test_no_copy_starts_after_a_sentence_end_until_a_copied_one_is_kept(certain)
     assert free.propose(2)[0].tolist() == [1, 2]
 
 
+def test_after_three_missed_copies_only_a_longer_match_is_copied_until_one_is_kept() -> None:
+    """A model that writes the text anew meets the prompt's common words but goes its own
+    way after them: after three copies in a row (``MISSES``) had a draft rejected, a
+    match of only ``n`` tokens is not copied; a longer one is, and a copy kept whole ends
+    that."""
+    proposer = PromptLookup(1)
+    proposer.begin([1, 10, 2, 20, 3, 30, 4, 40, 50, 6, 60, 1], None)
+    for token, wrote in ((1, 91), (2, 92), (3, 93)):  # 1 -> 10 copied, 91 written, ...
+        assert proposer.history[-1] == token
+        assert proposer.propose(4)[0].tolist() == [token * 10]
+        proposer.settle([token * 10], 0, wrote, None)
+        assert proposer.propose(4)[0].tolist() == []  # a token never seen before
+        proposer.settle([], 0, token + 1, None)
+    assert proposer.propose(4)[0].tolist() == []  # "4" matches: without the rule, 40
+    proposer.settle([], 0, 40, None)
+    assert proposer.propose(4)[0].tolist() == [50]  # "4 40" matches: longer than n
+    proposer.settle([50], 1, 6, None)  # kept whole
+    assert proposer.propose(4)[0].tolist() == [60]  # "6" matches, and is copied again
+
+
 def test_sentence_ends_reads_the_tokens_text(tiny_family, store) -> None:
     tokenizer = store.get(str(tiny_family["llama_target"])).tokenizer
     ends = ngram.sentence_ends(tokenizer)

@@ -38,6 +38,10 @@ RECENT = 32
 #: it are all kept is at least this. A paraphrase (a summary) copies a few words at a
 #: time, so its drafts stay short and mostly kept; a verbatim copy earns long drafts.
 SURE = 0.6
+#: After this many copies in a row had a draft rejected, a copy needs a match longer than
+#: ``n`` tokens until one is kept whole: a model that writes the text anew meets the
+#: prompt's common phrases ("and I am") but goes its own way after them.
+MISSES = 3
 #: How a token's text ends when it ends a sentence (``sentence_ends``).
 FULL_STOPS = (".", "!", "?", "\n", "\u3002", "\uff01", "\uff1f")
 
@@ -64,8 +68,9 @@ class PromptLookup:
     token after a miss. No copy starts right after the end of a sentence until a copied
     sentence end has been kept since the last miss: a rewrite or a summary keeps the
     prompt's phrases but chooses its own next sentence, a verbatim copy keeps whole
-    sentences. An index from every n-gram to the positions right after its occurrences
-    keeps each lookup short however long the text.
+    sentences. After ``MISSES`` copies in a row had a draft rejected, only a match longer
+    than ``n`` is copied until a copy is kept whole. An index from every n-gram to the
+    positions right after its occurrences keeps each lookup short however long the text.
     """
 
     wants_hidden = False
@@ -83,6 +88,8 @@ class PromptLookup:
         self.streak = 0
         #: Whether a copied token that ended a sentence was kept since the last miss.
         self.copies_sentences = False
+        #: Copies in a row that had a draft rejected.
+        self.missed = 0
         #: How many drafts the last ``propose`` copied (a chain's model drafts others).
         self.copied = 0
 
@@ -94,7 +101,7 @@ class PromptLookup:
 
     def begin(self, prompt: list[int], rest: mx.array) -> None:
         self.history, self.follows, self.heads = [], {}, set()
-        self.streak = self.copied = 0
+        self.streak = self.copied = self.missed = 0
         self.copies_sentences = False
         self._extend(prompt)
 
@@ -110,8 +117,9 @@ class PromptLookup:
     def match(self) -> tuple[int, int] | None:
         """Where the copy starts and how many tokens its sources agree on (at least
         one), from the latest occurrences of the longest suffix seen before; None when
-        the text offers no such match, or when it ends a sentence and no copied sentence
-        end was kept since the last miss."""
+        the text offers no such match, when it ends a sentence and no copied sentence
+        end was kept since the last miss, or when the match is ``n`` tokens long and the
+        last ``MISSES`` copies each had a draft rejected."""
         history, n = self.history, self.n
         if len(history) < n or (self.ends_sentence(history[-1]) and not self.copies_sentences):
             return None
@@ -126,7 +134,7 @@ class PromptLookup:
                 longest, best = length, [start]
             elif length == longest:
                 best.append(start)
-        if not best:
+        if not best or (longest == n and self.missed >= MISSES):
             return None
         agreed = 0
         while agreed < MAX_DRAFT_TOKENS and all(
@@ -168,6 +176,7 @@ class PromptLookup:
         if self.copied:
             whole = accepted == len(drafts)
             self.streak = self.streak + accepted if whole else 0
+            self.missed = 0 if whole else self.missed + 1
             self.copies_sentences = whole and (
                 self.copies_sentences or any(map(self.ends_sentence, drafts)))
             self.copied = 0
