@@ -53,10 +53,10 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 
 def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
-    """One worker more than the cores (``-n auto``): many tests wait on other processes
-    (ranks, tmux, a browser), and a spare worker keeps the cores busy meanwhile
-    (2 cores: 3 workers 3 min 58 s, 2 workers 4 min 21 s)."""
-    return (os.cpu_count() or 1) + 1
+    """Two workers more than the cores (``-n auto``): many tests wait on other processes
+    (ranks, tmux, a browser), and spare workers keep the cores busy meanwhile
+    (docs/development.md: 2 cores, 4 workers against 3 and 2)."""
+    return (os.cpu_count() or 1) + 2
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

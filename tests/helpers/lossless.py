@@ -108,7 +108,7 @@ def lossless_pvalues(
 
 
 PROMPT = "def add(a, b):\n    return"
-SAMPLES = 400
+SAMPLES = 250
 
 
 def strategy_pvalues(name: str, models: Models, ids: list[int], settings: DecodeSettings,
