@@ -71,7 +71,8 @@ def tiny_family(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
     Keys: ``"tokenizer"``, ``"llama_target"``, ``"llama_draft"``,
     ``"qwen3_target"``, ``"hybrid_target"``, ``"hybrid_draft"``,
-    ``"other_tokenizer_model"``, ``"mtp_target"`` (see :func:`specdeck.testing.tiny_models.build_family`).
+    ``"other_tokenizer_model"``, ``"mtp_target"``
+    (see :func:`specdeck.testing.tiny_models.build_family`).
     Treat the directories as read-only: they are shared by all tests.
     """
     return build_family(tmp_path_factory.mktemp("tiny_family"))

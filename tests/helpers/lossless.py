@@ -38,7 +38,8 @@ def _sampling_probs(logits: mx.array, sampling: Sampling) -> np.ndarray:
         lp = apply_min_p(lp, sampling.min_p)
     if sampling.top_k:
         lp = apply_top_k(lp, sampling.top_k)
-    return np.array(mx.softmax(lp / sampling.temperature, axis=-1).astype(mx.float32), dtype=np.float64)
+    probs = mx.softmax(lp / sampling.temperature, axis=-1).astype(mx.float32)
+    return np.array(probs, dtype=np.float64)
 
 
 def exact_marginals(model, prompt: list[int], sampling: Sampling, count: int) -> list[np.ndarray]:
