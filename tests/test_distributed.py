@@ -42,6 +42,10 @@ from specdeck.sessions.session import (
     SCHEMA_PATH, load_session, read_document, result_document, session_from_document,
 )
 
+#: One worker starts the groups, one after another: two groups at once on two cores wait
+#: on each other's ranks.
+pytestmark = pytest.mark.xdist_group("ranks")
+
 PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 #: Seconds one launch of two ranks may take on a busy machine.
 LAUNCH_TIMEOUT = 300
