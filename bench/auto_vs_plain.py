@@ -55,7 +55,7 @@ from specdeck.engines.core.events import Round  # noqa: E402
 from specdeck.engines.models.families import require_family  # noqa: E402
 from specdeck.engines.models.loading import ModelStore  # noqa: E402
 from specdeck.engines.proposers.mtp import MtpDrafter, load_mtp  # noqa: E402
-from specdeck.engines.proposers.ngram import PromptLookup, sentence_ends  # noqa: E402
+from specdeck.engines.proposers.ngram import PromptLookup  # noqa: E402
 from specdeck.engines.decode.sampling import KeyStream  # noqa: E402
 from specdeck.engines.decode.speculative import run_speculative  # noqa: E402
 from specdeck.engines.decode.run import Models, run_strategy  # noqa: E402
@@ -98,8 +98,7 @@ def runners(models: Models, strategy: str, policy: str, ids: list[int], n: int,
             keys = KeyStream(0)
             proposer = {"mtp": lambda: MtpDrafter(models.mtp.head, settings, keys),
                         "draft": lambda: DraftModel(models.draft, settings, keys),
-                        "ngram": lambda: PromptLookup(
-                            settings.ngram_n, sentence_ends(models.target.tokenizer)),
+                        "ngram": lambda: PromptLookup.for_run(settings, models.target.tokenizer),
                         }[strategy]()
             return counted(run_speculative(models.target, proposer, ids, settings,
                                            {proposer.drafter(): length()}, keys))

@@ -24,7 +24,7 @@ from specdeck.engines.proposers.draft import DraftModel
 from specdeck.engines.auto.length import draft_length
 from specdeck.engines.core.events import Event
 from specdeck.engines.proposers.mtp import MtpDrafter
-from specdeck.engines.proposers.ngram import PromptLookup, sentence_ends
+from specdeck.engines.proposers.ngram import PromptLookup
 from specdeck.engines.decode.sampling import KeyStream
 from specdeck.engines.decode.speculative import Proposer, run_speculative
 
@@ -88,7 +88,7 @@ def run(
     else:
         target, fallback = models.mtp.model, MtpDrafter(models.mtp.head, settings, keys)
         calibration = models.mtp_calibration()
-    lookup = PromptLookup(settings.ngram_n, sentence_ends(target.tokenizer))
-    proposer: Proposer = Chain(lookup, fallback)
-    lengths = {name: draft_length(settings, name, calibration) for name in ("ngram", fallback.drafter())}
+    proposer: Proposer = Chain(PromptLookup.for_run(settings, target.tokenizer), fallback)
+    lengths = {name: draft_length(settings, name, calibration)
+               for name in ("ngram", fallback.drafter())}
     return run_speculative(target, proposer, prompt, settings, lengths, keys, clock)

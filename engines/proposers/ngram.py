@@ -99,6 +99,12 @@ class PromptLookup:
     def companions(self) -> list[tuple[Any, Sequence[Any]]]:
         return []
 
+    @classmethod
+    def for_run(cls, settings: DecodeSettings, tokenizer: Any) -> PromptLookup:
+        """Prompt lookup as the ngram and chain strategies run it: ``settings``' match
+        length, sentence ends read from ``tokenizer``."""
+        return cls(settings.ngram_n, sentence_ends(tokenizer))
+
     def begin(self, prompt: list[int], rest: mx.array) -> None:
         self.history, self.follows, self.heads = [], {}, set()
         self.streak = self.copied = self.missed = 0
@@ -193,5 +199,5 @@ def run(
     ``auto``, starting from the machine's calibration when there is one)."""
     keys = KeyStream(settings.sampling.seed)
     lengths = {"ngram": draft_length(settings, "ngram", models.calibration)}
-    lookup = PromptLookup(settings.ngram_n, sentence_ends(models.target.tokenizer))
+    lookup = PromptLookup.for_run(settings, models.target.tokenizer)
     return run_speculative(models.target, lookup, prompt, settings, lengths, keys, clock)
