@@ -36,7 +36,9 @@ from specdeck.engines.core.config import DecodeSettings, Sampling
 from specdeck.engines.core.errors import GroupError, SettingsError
 from specdeck.engines.distributed.costs import PASS_SIZES, PassCosts
 from specdeck.engines.models.loading import ModelStore
-from specdeck.engines.core.requests import CompareRequest, GroupSpec
+from specdeck.engines.core.requests import (
+    STALL_SECONDS, CompareRequest, GroupSpec, SweepPrompt, SweepRequest,
+)
 from specdeck.sessions.diff import diff_sessions
 from specdeck.sessions.session import (
     SCHEMA_PATH, load_session, read_document, result_document, session_from_document,
@@ -246,8 +248,14 @@ class Launched:
             except queue.Empty:
                 pass
             if time.monotonic() > deadline:
-                self.process.kill()
-                pytest.fail(f"no {text!r} in time; stderr so far:\n{''.join(self.seen)}")
+                self.fail(f"no {text!r} in time")
+
+    def fail(self, why: str) -> None:
+        self.process.kill()
+        self.reader.join(timeout=5)  # ranks left behind may hold the pipe open
+        while not self.lines.empty():
+            self.seen.append(self.lines.get())
+        pytest.fail(f"{why}; stderr:\n{''.join(self.seen)[-3000:]}")
 
     def rank_pid(self, rank: int) -> int:
         pid = _rank_pid(self.mark, rank)
@@ -261,9 +269,14 @@ class Launched:
         rank0 = self.rank_pid(0)
         start = _cpu_seconds(rank0)
         deadline = time.monotonic() + LAUNCH_TIMEOUT
-        while _cpu_seconds(rank0) - start < DECODING_A_WHILE:
-            assert time.monotonic() < deadline and self.process.poll() is None, \
-                "rank 0 never decoded"
+        while True:
+            try:
+                if _cpu_seconds(rank0) - start >= DECODING_A_WHILE:
+                    return
+            except FileNotFoundError:
+                self.fail("rank 0 ended before it decoded a while")
+            if time.monotonic() > deadline or self.process.poll() is not None:
+                self.fail("rank 0 never decoded")
             time.sleep(0.05)
 
     def finish(self) -> tuple[int, str]:
@@ -510,6 +523,38 @@ def test_a_split_hybrid_never_takes_the_capture_pass(tiny_family) -> None:
     events = list(run_strategy("ngram", Models(target), prompt, settings))
     assert [t for e in events for t in getattr(e, "tokens", [])] == plain
     assert {getattr(e, "rollback", None) for e in events} <= {None, "none", "trim", "replay"}
+
+
+def test_runs_that_stream_nothing_tell_the_stall_guard_they_move(tiny_family) -> None:
+    """A warm-up, plain timed again and a sweep's cells stream no event, yet each step
+    is progress: plain's second timing, longer than ``--stall-timeout``, read as a stuck
+    rank (2 s, 400 tokens on two ranks: 2 of 5 runs on a loaded machine)."""
+    from specdeck.engines.distributed.split import (
+        FaultGuard, group_compare, group_sweep, start_group,
+    )
+
+    said: list[str] = []
+    beats: list[int] = []  # how many progress lines were said at each beat
+
+    class Guard(FaultGuard):
+        def beat(self) -> None:
+            beats.append(len(said))
+            super().beat()
+
+    group, target = start_group(GroupSpec()), str(tiny_family["llama_target"])
+    request = CompareRequest(target=target, strategies=["plain", "ngram"], prompt=PROMPT,
+                             settings=DecodeSettings(max_tokens=20, stop_at_eos=False),
+                             warmup_tokens=6)
+    with Guard(lambda reason: None, STALL_SECONDS) as guard:
+        group_compare(request, group, ModelStore(), progress=said.append, guard=guard)
+        for line, steps in (("warming up plain", 6), ("timing plain again", 20)):
+            after = next(i for i, text in enumerate(said) if text.startswith(line)) + 1
+            assert beats.count(after) >= steps, (line, said, beats)
+        beats.clear()
+        sweep = SweepRequest(target=target, prompts=[SweepPrompt("p", PROMPT)],
+                             strategies=["ngram"], reps=2, warmup=0, max_tokens=12)
+        group_sweep(sweep, group, ModelStore(), guard=guard)
+        assert len(beats) >= 2 * 12  # plain's two runs alone
 
 
 def test_pass_costs_read_back_and_say_what_the_network_adds() -> None:

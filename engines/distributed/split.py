@@ -443,8 +443,6 @@ def group_compare(
     on_started(result)
 
     def event(name: str, e: Event) -> None:
-        if guard is not None:
-            guard.beat()
         on_event(name, e)
         if isinstance(e, Done):
             group.same_tokens(name, result.traces[name].tokens)
@@ -455,7 +453,7 @@ def group_compare(
         progress(text)
 
     with guard.running() if guard is not None else _nothing():
-        measure_strategies(result, event, said, AgreedFlag(group, cancelled), clock)
+        measure_strategies(result, event, said, _asked(group, cancelled, guard), clock)
     if group.lost is not None:
         result.group["lost"] = group.lost  # why the run ended early (the session says)
     return result
@@ -485,19 +483,30 @@ def group_sweep(
     prompt = encode_prompt(models.target.tokenizer, request.prompts[0].text)
     costs = measure_pass_costs(group, models.target, prompt, on_message)
 
-    def moved(p: SweepProgress) -> None:
-        if guard is not None:
-            guard.beat()
-        progress(p)
-
     with guard.running() if guard is not None else _nothing():
-        cells, complete = run_sweep(request, store, moved, on_message,
-                                    AgreedFlag(group, cancelled), models)
+        cells, complete = run_sweep(request, store, progress, on_message,
+                                    _asked(group, cancelled, guard), models)
     for cell in cells:
         drafts = cell.depth if cell.strategy == "mtp" else cell.k
         if isinstance(drafts, int) and drafts:  # a policy's passes vary: its why-line says enough
             cell.why += "; " + costs.line(drafts)
     return cells, complete, {**group.record(), "pass_costs": costs.to_dict()}
+
+
+def _asked(group: Group, cancelled: Callable[[], bool],
+           guard: FaultGuard | None) -> Callable[[], bool]:
+    """The group's stop flag, asked after every event of every run: each answer is
+    progress for the stall clock, in the runs that stream nothing too (warm-ups,
+    repetitions, plain timed again, a sweep's cells)."""
+    flag = AgreedFlag(group, cancelled)
+    if guard is None:
+        return flag
+
+    def asked() -> bool:
+        guard.beat()
+        return flag()
+
+    return asked
 
 
 @contextmanager

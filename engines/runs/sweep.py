@@ -235,7 +235,8 @@ def run_sweep(
 ) -> tuple[list[Cell], bool]:
     """Measure every cell; returns the cells finished and whether the sweep was complete.
 
-    ``cancelled`` (or Ctrl+C) stops between runs and keeps every finished prompt group.
+    ``cancelled`` (or Ctrl+C), asked after every event, stops the sweep and keeps every
+    finished prompt group.
     ``models``: already loaded by ``sweep_models`` (else loaded here).
     """
     request.validate()
@@ -259,7 +260,8 @@ def run_sweep(
         settings = spec.settings(base, request.sampling.seed + rep)
         if warm:
             settings = replace(settings, max_tokens=min(16, request.max_tokens))
-        trace = Trace(spec.label, list(run_strategy(spec.strategy, models, ids, settings)))
+        trace = Trace(spec.label, list(run_strategy(spec.strategy, models, ids, settings,
+                                                    cancelled=cancelled)))
         done = trace.done
         if done is not None and done.reason == "error":
             raise SettingsError(f"{spec.label} on {spec.prompt} failed: {done.error}")
