@@ -99,9 +99,9 @@ import sys
 from pathlib import Path
 import specdeck.engines.models.catalog as catalog
 import specdeck.engines.models.loading as loading
-loading.refuse_custom_code = lambda path: None  # the check off: transformers must say no
+catalog.refuse_custom_code = lambda path: None  # the check off: transformers must say no
 try:
-    loading.load_tokenizer(loading.resolve(sys.argv[1]))
+    loading.load_tokenizer(catalog.resolve(sys.argv[1]))
 except Exception as exc:
     print(type(exc).__name__, str(exc)[:200])
 """

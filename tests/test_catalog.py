@@ -19,7 +19,8 @@ from mlx.utils import tree_flatten
 from specdeck.engines.models import catalog
 from specdeck.engines.models.catalog import describe_dir, find_models, scan_hf_cache, suggest_drafts
 from specdeck.engines.core.errors import ModelError
-from specdeck.engines.models.loading import ModelStore, load_tokenizer, resolve, vocabulary_mismatch
+from specdeck.engines.models.catalog import resolve
+from specdeck.engines.models.loading import ModelStore, load_tokenizer, vocabulary_mismatch
 from specdeck.cli import main
 from specdeck.testing.tiny_models import build_mtp_model
 

@@ -25,7 +25,7 @@ from specdeck.engines.models.catalog import (
     TEXT_BYTES, TOKENIZER_BYTES, describe_dir, file_limit, scan_hf_cache,
 )
 from specdeck.engines.models.chat_template import render_chat
-from specdeck.engines.models.loading import resolve
+from specdeck.engines.models.catalog import resolve
 
 #: Template pieces that render, and what transformers renders them as too.
 RENDERS = [

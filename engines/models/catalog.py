@@ -24,6 +24,8 @@ from specdeck.engines.models.draft_vocab_file import read_listed_tokens
 from specdeck.engines.core.errors import ModelError
 from specdeck.engines.core.files import UnreadableFile, check_regular, open_regular, read_regular
 
+#: Files needed to read a model's configuration and tokenizer without its weights.
+_TOKENIZER_PATTERNS = ["*.json", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja"]
 #: Bytes per element of each safetensors dtype.
 DTYPE_BYTES = {
     "F64": 8, "F32": 4, "F16": 2, "BF16": 2, "F8_E4M3": 1, "F8_E5M2": 1,
@@ -434,6 +436,34 @@ def require_model_dir(path: Path, label: str | None = None) -> Path:
             "that holds config.json and the *.safetensors files)"
         )
     return path
+
+
+def resolve(source: str, revision: str | None = None) -> Path:
+    """The local directory holding ``source``'s config and tokenizer (no weights yet),
+    checked: a sane config, and no code of its own to run."""
+    path = _find(source, revision)
+    read_model_folder(path)
+    refuse_custom_code(path)
+    return path
+
+
+def _find(source: str, revision: str | None) -> Path:
+    path = Path(source).expanduser()
+    if path.exists():
+        return require_model_dir(path, source)
+    require_findable(source)
+    from huggingface_hub import snapshot_download
+
+    try:
+        return Path(
+            snapshot_download(source, revision=revision, allow_patterns=_TOKENIZER_PATTERNS)
+        )
+    except Exception as exc:  # the hub raises many kinds; all mean the same to a user
+        raise ModelError(
+            f"cannot fetch {source} from the Hugging Face hub and it is not in the local "
+            f"cache ({type(exc).__name__}). Check the id and your network, or pass a local "
+            "directory."
+        ) from exc
 
 
 def describe_dir(

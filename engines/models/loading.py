@@ -5,7 +5,7 @@ draft whose tokenizer differs from the target's) raise ``ModelError`` with a mes
 names the problem and the fix; the tokenizer check runs before any weights are read.
 A model folder is untrusted: before transformers or mlx-lm read it, its config is checked
 and every file a loader reads in it is a regular file of a sane size
-(``catalog.read_model_folder``), and a folder asking to run its own code is refused; every load
+(``catalog.resolve``), and a folder asking to run its own code is refused; every load
 passes ``trust_remote_code=False`` besides.
 """
 
@@ -23,14 +23,10 @@ import mlx.core as mx
 import mlx.nn as nn
 from mlx.utils import tree_flatten, tree_map
 
-from specdeck.engines.models.catalog import (
-    read_model_folder, refuse_custom_code, require_findable, require_model_dir,
-)
+from specdeck.engines.models.catalog import resolve
 from specdeck.engines.proposers.draft_vocab import DraftVocabulary, draft_vocabulary
 from specdeck.engines.core.errors import ModelError
 
-#: Files needed to read a model's configuration and tokenizer without its weights.
-_TOKENIZER_PATTERNS = ["*.json", "tokenizer.model", "*.tiktoken", "*.txt", "*.jinja"]
 #: Said to transformers on every tokenizer load: never run a model's own code, never ask.
 _NO_REMOTE_CODE = {"trust_remote_code": False}
 
@@ -53,34 +49,6 @@ class LoadedModel:
     @property
     def name(self) -> str:
         return self.path.name if Path(self.source).exists() else self.source
-
-
-def resolve(source: str, revision: str | None = None) -> Path:
-    """The local directory holding ``source``'s config and tokenizer (no weights yet),
-    checked: a sane config, and no code of its own to run."""
-    path = _find(source, revision)
-    read_model_folder(path)
-    refuse_custom_code(path)
-    return path
-
-
-def _find(source: str, revision: str | None) -> Path:
-    path = Path(source).expanduser()
-    if path.exists():
-        return require_model_dir(path, source)
-    require_findable(source)
-    from huggingface_hub import snapshot_download
-
-    try:
-        return Path(
-            snapshot_download(source, revision=revision, allow_patterns=_TOKENIZER_PATTERNS)
-        )
-    except Exception as exc:  # the hub raises many kinds; all mean the same to a user
-        raise ModelError(
-            f"cannot fetch {source} from the Hugging Face hub and it is not in the local "
-            f"cache ({type(exc).__name__}). Check the id and your network, or pass a local "
-            "directory."
-        ) from exc
 
 
 #: Characters ``glob`` reads as a pattern.

@@ -163,7 +163,7 @@ def run(args: argparse.Namespace) -> int:
 
     target, draft = models_for(args.family, args.target, args.draft)
     if args.cached:
-        from specdeck.engines.models.loading import resolve
+        from specdeck.engines.models.catalog import resolve
 
         cal = load_calibration(resolve(target), resolve(draft) if draft else None, say)
         if cal is None:

@@ -37,8 +37,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from specdeck.engines.runs.compare import run_compare
-
     if launched():  # one rank of a group mlx.launch started: every rank builds the request
         if not args.headless:
             raise UserError("under mlx.launch, run compare --headless (the playground "
@@ -51,6 +49,8 @@ def run(args: argparse.Namespace) -> int:
         if request.group.wants_launch:
             return group_command.launch(args, request)
         return group_command.compare(args, lambda: request, report_compare)
+    from specdeck.engines.runs.compare import run_compare  # mlx-lm: ~1 s, for runs alone
+
     with Stopping("cancel") as stop:
         result = run_compare(request, progress=say, cancelled=stop.is_set)
     return report_compare(result, args, stop.is_set())

@@ -17,7 +17,7 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     """Open the app on ``request``, refusing a missing model before the screen changes.
     Every run the app measures is saved as a session (into ``sessions_dir``) unless
     ``save`` is false; ``hint`` (a few words) leads the status line."""
-    from specdeck.engines.models.loading import resolve
+    from specdeck.engines.models.catalog import resolve
     from specdeck.tui import LiveSource, run_app
 
     for source in (request.target, request.draft, request.mtp_model):
