@@ -10,7 +10,8 @@ from pathlib import Path
 from specdeck.commands import group as group_command
 from specdeck.commands.exit_status import EXIT_NOT_SAVED, EXIT_RUN_FAILED
 from specdeck.commands.options import (
-    add_run_options, check_output, group_from, say, settings_from, write_results,
+    add_run_options, check_output, group_from, require_models, say, settings_from,
+    write_results,
 )
 from specdeck.hosts.stopping import Stopping, stopped_status
 from specdeck.commands.playground import open_playground
@@ -43,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
                             "starts its own group: specdeck compare --shard tensor -n 2)")
         return group_command.compare(args, lambda: compare_request(args), report_compare)
     request = compare_request(args)
+    require_models(request)
     if not args.headless:
         return open_playground(request, args.sessions_dir, save=not args.no_save)
     if request.group is not None:

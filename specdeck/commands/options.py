@@ -184,6 +184,16 @@ def check_output(path: Path | None, flag: str) -> None:
         raise SettingsError(f"{flag} {path} is {exc.kind}: name a file to write") from None
 
 
+def require_models(request: CompareRequest) -> None:
+    """Each model ``request`` names, found and its folder checked, before anything slower
+    starts (the app, a group, mlx-lm's import: ~1 s): a wrong path is said at once."""
+    from specdeck.engines.models.catalog import resolve
+
+    for source in (request.target, request.draft, request.mtp_model):
+        if source:
+            resolve(source, request.revision if source == request.target else None)
+
+
 def settings_from(args: argparse.Namespace) -> DecodeSettings:
     return DecodeSettings(
         max_tokens=args.max_tokens,

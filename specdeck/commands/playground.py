@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 from specdeck.commands.exit_status import EXIT_NOT_SAVED
+from specdeck.commands.options import require_models
 from specdeck.engines.core.requests import CompareRequest
 from specdeck.safe_text.plain import MESSAGE_CHARS, visible
 
@@ -17,12 +18,9 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
     """Open the app on ``request``, refusing a missing model before the screen changes.
     Every run the app measures is saved as a session (into ``sessions_dir``) unless
     ``save`` is false; ``hint`` (a few words) leads the status line."""
-    from specdeck.engines.models.catalog import resolve
     from specdeck.tui import LiveSource, run_app
 
-    for source in (request.target, request.draft, request.mtp_model):
-        if source:
-            resolve(source, request.revision if source == request.target else None)
+    require_models(request)
     if request.group is not None:
         from specdeck.hosts.group import require_local_lead
 
