@@ -112,15 +112,15 @@ def test_compare_says_a_missing_prompt_file_in_one_line(tmp_path, capsys) -> Non
 # -- sweep -----------------------------------------------------------------------------
 
 
-def test_a_sweep_prompt_of_6000_characters_is_text(tmp_path, monkeypatch, capsys) -> None:
+def test_a_sweep_prompt_of_6000_characters_is_text(tiny_family, monkeypatch, capsys) -> None:
     import specdeck.engines.runs.sweep as sweep
 
     seen = []
     monkeypatch.setattr(sweep, "run_sweep",
                         lambda request, **kw: (seen.append(request) or [], True))
     text = "word " * 1200
-    assert main(["sweep", "--target", str(tmp_path), "--draft", str(tmp_path),
-                 "--prompt", text]) == 0
+    model = str(tiny_family["llama_target"])  # checked, never loaded
+    assert main(["sweep", "--target", model, "--draft", model, "--prompt", text]) == 0
     assert seen[0].prompts[0].text == text
     no_traceback(capsys.readouterr().err)
 

@@ -175,13 +175,15 @@ def test_sweep_reports_a_mismatch_as_a_correctness_failure(tiny_family, tmp_path
     assert "polyline" not in speedup_chart_svg(cells)
 
 
-def test_a_sweep_without_json_is_saved_with_the_sessions(tmp_path, monkeypatch, capsys) -> None:
+def test_a_sweep_without_json_is_saved_with_the_sessions(tiny_family, tmp_path, monkeypatch,
+                                                         capsys) -> None:
     from specdeck.sessions.session import SCHEMA_VERSION
     from specdeck.sessions.sweep_file import load_sweep
 
     monkeypatch.setenv("SPECDECK_SESSIONS_DIR", str(tmp_path))
     monkeypatch.setattr(sweep, "run_sweep", lambda request, **kw: ([], True))
-    assert main(["sweep", "--target", str(tmp_path), "--draft", str(tmp_path), "--prompt", "p"]) == 0
+    model = str(tiny_family["llama_target"])  # checked, never loaded
+    assert main(["sweep", "--target", model, "--draft", model, "--prompt", "p"]) == 0
     saved = sorted(tmp_path.glob("sweep-*.json"))
     assert len(saved) == 1 and saved[0].with_suffix(".svg").is_file()
     loaded = load_sweep(saved[0])

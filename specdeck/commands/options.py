@@ -17,6 +17,7 @@ from specdeck.engines.core.errors import SettingsError
 from specdeck.engines.core.strategies import names
 from specdeck.engines.core.requests import (
     BACKENDS, MAX_REPEATS, SHARD_MODES, STALL_SECONDS, CompareRequest, GroupSpec,
+    SweepRequest,
 )
 from specdeck.safe_text.plain import MESSAGE_CHARS, visible
 
@@ -184,14 +185,15 @@ def check_output(path: Path | None, flag: str) -> None:
         raise SettingsError(f"{flag} {path} is {exc.kind}: name a file to write") from None
 
 
-def require_models(request: CompareRequest) -> None:
+def require_models(request: CompareRequest | SweepRequest) -> None:
     """Each model ``request`` names, found and its folder checked, before anything slower
     starts (the app, a group, mlx-lm's import: ~1 s): a wrong path is said at once."""
     from specdeck.engines.models.catalog import resolve
 
+    revision = getattr(request, "revision", None)
     for source in (request.target, request.draft, request.mtp_model):
         if source:
-            resolve(source, request.revision if source == request.target else None)
+            resolve(source, revision if source == request.target else None)
 
 
 def settings_from(args: argparse.Namespace) -> DecodeSettings:

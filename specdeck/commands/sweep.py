@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from specdeck.commands.options import (
-    add_group_options, add_model_options, check_output, group_from, say,
+    add_group_options, add_model_options, check_output, group_from, require_models, say,
 )
 from specdeck.engines.core.config import Sampling, field_default, parse_draft_count
 from specdeck.engines.core.formatting import plural
@@ -18,6 +18,9 @@ from specdeck.engines.core.requests import SweepRequest
 from specdeck.commands.progress_line import ProgressLine
 from specdeck.hosts.stopping import Stopping, stopped_status
 from specdeck.safe_text.plain import visible
+
+if TYPE_CHECKING:
+    from specdeck.engines.runs.sweep import SweepProgress
 
 DEFAULT_PROMPTS = ("code", "prose")
 
@@ -181,7 +184,6 @@ def write_sweep(document: dict, json_path: Path | None, chart_path: Path | None,
 
 def run(args: argparse.Namespace) -> int:
     from specdeck.engines.core.requests import launched
-    from specdeck.engines.runs.sweep import SweepProgress, run_sweep
 
     line = ProgressLine(every=0.0)  # a line a run in a log: each is seconds or more
 
@@ -196,12 +198,15 @@ def run(args: argparse.Namespace) -> int:
 
         return group_command.sweep(args, lambda: sweep_request(args), finish, progress)
     request = sweep_request(args)
+    require_models(request)
     if request.group is not None:
         from specdeck.commands import group as group_command
 
         if request.group.wants_launch:
             return group_command.launch(args, request)
         return group_command.sweep(args, lambda: request, finish, progress)
+    from specdeck.engines.runs.sweep import run_sweep  # mlx-lm: ~1 s, for runs alone
+
     # The first signal stops the measuring at once (the prompt groups already finished
     # are kept); while the files are written, one only says so: what finished always
     # lands in valid files.
