@@ -53,9 +53,9 @@ PROMPT = "def add(a, b):\n    return a + b\n\ndef add(a, b):"
 LAUNCH_TIMEOUT = 300
 #: The processor time rank 0 spends decoding before a fault test breaks a rank: enough
 #: for the partial trace to hold tokens however loaded the machine (0.5 s of wall time
-#: gave none in 1 run of ~30 on a loaded CI machine), far short of the 5000 tokens' end
-#: (~60 s on two ranks of the tiny model, 84 tok/s).
-DECODING_A_WHILE = 0.5
+#: gave none in 1 run of ~30 on a loaded CI machine; 0.2 s of processor time is ~100
+#: tokens), far short of the 5000 tokens' end (~60 s on two ranks of the tiny model).
+DECODING_A_WHILE = 0.2
 
 
 def specdeck(*args: str, env: dict | None = None, timeout: int = LAUNCH_TIMEOUT):

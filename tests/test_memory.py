@@ -68,8 +68,9 @@ def assert_within_25_percent(doc: dict) -> None:
         assert 0.75 * peak <= estimate_ <= 1.25 * peak, (name, estimate_, peak)
 
 
-# 300 tokens cross a KV cache growth (256 positions), the costliest moment.
-LONG = ["--max-tokens", "300"]
+# 260 tokens after the prompt's 16 cross a KV cache growth (256 positions), the
+# costliest moment.
+LONG = ["--max-tokens", "260"]
 
 
 def assert_all_within_25_percent(docs: dict[str, dict]) -> None:
@@ -96,8 +97,9 @@ def test_estimate_within_25_percent_of_measured_peak(tiny_family, tmp_path) -> N
 @pytest.mark.slow
 def test_estimate_within_25_percent_for_converted_weights_and_the_demo_models(
         tiny_family, tmp_path) -> None:
-    """Half precision and 4-bit weights (short of a cache growth: the weights' terms,
-    cast and packed, are what is checked), and the demo family shipped in models/demo."""
+    """Half precision and 4-bit weights, and the demo family shipped in models/demo,
+    short of a cache growth (the test above crosses one): the weights' terms, cast,
+    packed, or the demo's draft and MTP head, are what is checked."""
     from mlx_lm import convert
 
     from specdeck.testing.tiny_models import build_model
@@ -112,7 +114,7 @@ def test_estimate_within_25_percent_for_converted_weights_and_the_demo_models(
     assert_all_within_25_percent(measured(tmp_path, {
         "bf16": (tmp_path / "bf16", None, "plain,ngram", short),
         "q4": (tmp_path / "q4", None, "plain,ngram", short),
-        "demo": (Path(demo.target), Path(demo.draft), "plain,draft,mtp,ngram", LONG),
+        "demo": (Path(demo.target), Path(demo.draft), "plain,draft,mtp,ngram", short),
     }))
 
 
