@@ -42,7 +42,7 @@ CHAT_PROMPTS = ("chat_capital", "chat_explain", "chat_email")
 TOKENS = 24
 #: Seeded runs of the distribution test: a check of the real models around the rule,
 #: which is tested exactly elsewhere (``test_acceptance_rule.py``).
-SAMPLES = 32
+SAMPLES = 24
 
 
 # For the session: the slow tests run first, so this module's tests do not run in a row
@@ -81,11 +81,12 @@ def test_every_strategy_gives_plain_greedy_tokens(models, key) -> None:
 def test_draft_samples_the_targets_distribution_at_temperature_0_7(models) -> None:
     """Chi-square on each of the first two tokens over seeded runs of the real draft
     (its token list included; top-k 20 keeps the exact two-token marginals enumerable
-    on a 49,152-token vocabulary). The email request as plain text, no chat template:
-    its first tokens are spread (0.37, 0.17, 0.09, ...), where the explanation's first
-    token in the template is "A" 99.7 % of the time and the test would say little; and
-    each run prefills 19 tokens, not the template's 48."""
-    text = get_prompt("chat_email").text + "\n\n"
+    on a 49,152-token vocabulary). Four tokens of plain text, no chat template: both
+    tokens are spread (0.27, 0.21, 0.13 ... and 0.27, 0.16 ...), where the explanation's
+    first token in the template is "A" 99.7 % of the time and the test would say little.
+    Keeping every draft is caught (a token the target's top 20 lacks); 24 runs of the
+    email request (19 tokens, first token 0.37, 0.17 ...) missed it by a hair."""
+    text = "My favourite colour is"
     ids = encode_prompt(models.target.tokenizer, text, chat=False)
     settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=2,
                               sampling=Sampling(temperature=0.7, top_k=20))
