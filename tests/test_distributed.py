@@ -490,7 +490,8 @@ def test_the_launcher_waits_without_spinning() -> None:
 
 
 def test_a_refusal_names_the_models_that_can_be_split() -> None:
-    from specdeck.engines.distributed.split import Group, refusal, split_model
+    from specdeck.engines.distributed.split import Group, split_model
+    from specdeck.engines.distributed.splittable import refusal
 
     two = Group(None, GroupSpec(shard="pipeline", ranks=2), 0)
     with pytest.raises(GroupError, match="cannot split by pipeline: use --shard tensor"):

@@ -201,9 +201,10 @@ def test_the_graph_sees_imports_the_tui_makes() -> None:
 
 
 def test_importing_every_tui_module_loads_no_mlx() -> None:
-    """The same rule, observed: a fresh interpreter imports the whole app, and the
-    command that opens it checks the models it names, and has no mlx module loaded
-    afterwards (the engine's process loads them; mlx-lm alone takes ~1 s to import)."""
+    """The same rule, observed: a fresh interpreter imports the whole app, the command
+    that opens it checks the models it names, the one that starts a group checks that
+    they split, and no mlx module is loaded afterwards (the engine's process and the
+    ranks load them; mlx-lm alone takes ~1 s to import)."""
     code = (
         "import importlib, sys\n"
         f"for name in {TUI_MODULES!r}: importlib.import_module(name)\n"
@@ -211,6 +212,8 @@ def test_importing_every_tui_module_loads_no_mlx() -> None:
         "from specdeck.engines.models.catalog import resolve\n"
         "from specdeck.engines.models.demo import demo_models\n"
         "resolve(str(demo_models().target))\n"
+        "from specdeck.engines.distributed.splittable import refuse_unsplittable\n"
+        "refuse_unsplittable(str(demo_models().target), 'tensor')\n"
         f"print(sorted(m for m in sys.modules if m.split('.')[0] in {sorted(MLX)!r}))\n"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

@@ -40,14 +40,13 @@ import zlib
 from array import array
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
-from pathlib import Path
 from typing import Any, Callable, Iterator
 
 import mlx.core as mx
 from mlx_lm.generate import generation_stream
 from mlx_lm.models.cache import make_prompt_cache
 
-from specdeck.engines.models.catalog import describe_dir, read_model_folder
+from specdeck.engines.models.catalog import describe_dir
 from specdeck.engines.runs.compare import (
     CompareResult, encode_prompt, measure_strategies, start_compare,
 )
@@ -56,6 +55,7 @@ from specdeck.engines.core.errors import GroupError, ModelError, SettingsError, 
 from specdeck.engines.core.events import Done, Event
 from specdeck.engines.core.formatting import byte_size
 from specdeck.engines.distributed.costs import PASS_SIZES, PassCosts
+from specdeck.engines.distributed.splittable import refusal
 from specdeck.engines.models.loading import LoadedModel, ModelStore
 from specdeck.engines.measure.memory import MemoryEstimate, cpu_backend, free_memory, weight_bytes
 from specdeck.engines.core.requests import (
@@ -232,56 +232,6 @@ def start_group(spec: GroupSpec) -> Group:
 
 
 # -- splitting the target ----------------------------------------------------------------
-
-
-def split_support() -> tuple[list[str], list[str]]:
-    """The mlx-lm model types that split by tensor and by pipeline, read from the
-    sources of mlx-lm's model classes (this version's, whatever it knows)."""
-    import mlx_lm.models
-
-    tensor, pipeline = [], []
-    for path in sorted(Path(mlx_lm.models.__file__).parent.glob("*.py")):
-        text = path.read_text(encoding="utf-8", errors="replace")
-        if "def shard(" in text:
-            tensor.append(path.stem)
-        if path.stem != "pipeline" and ("def pipeline(" in text or "(PipelineMixin" in text):
-            pipeline.append(path.stem)
-    return tensor, pipeline
-
-
-def refusal(name: str, kind: str, mode: str) -> str:
-    """Why ``name`` (a ``kind`` model) cannot be split ``mode``-wise, and what can."""
-    tensor, pipeline = split_support()
-    other = "pipeline" if mode == "tensor" else "tensor"
-    if kind in (pipeline if other == "pipeline" else tensor):
-        return (f"{name} is a {kind} model, which mlx-lm cannot split by {mode}: "
-                f"use --shard {other}")
-    return (f"{name} is a {kind} model, which mlx-lm cannot split over machines; "
-            f"--shard tensor splits {', '.join(tensor)}; --shard pipeline splits "
-            f"{', '.join(pipeline)}")
-
-
-def refuse_unsplittable(target: str, mode: str) -> None:
-    """GroupError before any rank starts when ``target``'s mlx-lm class cannot be split
-    ``mode``-wise (the ranks would load it only to say so, seconds later). A target not
-    on this machine, or one whose class mlx-lm does not name, is left to the ranks."""
-    import importlib
-
-    from mlx_lm.utils import _get_classes  # mlx-lm's own choice of class for a config
-
-    try:
-        config = read_model_folder(Path(target).expanduser())
-        model_class, _ = _get_classes(config)
-        module = importlib.import_module(model_class.__module__)
-    except (ModelError, OSError, ValueError, KeyError, TypeError, ImportError):
-        return
-    if mode == "tensor":
-        splits = hasattr(model_class, "shard")
-    else:  # the pipeline method sits on the inner model, a class of the same module
-        splits = any(isinstance(c, type) and hasattr(c, "pipeline")
-                     for c in vars(module).values())
-    if not splits:
-        raise GroupError(refusal(target, str(config.get("model_type", "unknown")), mode))
 
 
 def split_model(model: Any, config: dict, group: Group, name: str) -> None:

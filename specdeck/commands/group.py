@@ -29,7 +29,7 @@ Request = TypeVar("Request", CompareRequest, SweepRequest)
 def launch(args: argparse.Namespace, request: CompareRequest | SweepRequest) -> int:
     """Start the group ``request`` asks for (mlx.launch, this command again on every
     rank), after refusing here a target the ranks could not split; its exit status."""
-    from specdeck.engines.distributed.split import refuse_unsplittable
+    from specdeck.engines.distributed.splittable import refuse_unsplittable
     from specdeck.hosts.launch import relaunch
 
     refuse_unsplittable(request.target, request.group.shard)
