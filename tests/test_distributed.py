@@ -438,6 +438,21 @@ def _children_gone(pid: int) -> bool:
 # -- pieces, without a group ---------------------------------------------------------------------
 
 
+def test_the_playground_refuses_a_target_its_group_cannot_split(tiny_family) -> None:
+    """The app's group host says so at once, before any rank starts, as the command does."""
+    from specdeck.hosts.engine import RunCommand, RunEnded
+    from specdeck.hosts.group import GroupHost
+
+    said: list = []
+    spec = GroupSpec(shard="pipeline", ranks=2)
+    host = GroupHost(said.append, spec)
+    request = CompareRequest(target=str(tiny_family["llama_target"]), strategies=["plain"],
+                             prompt=PROMPT, group=spec)
+    host.submit(RunCommand(1, request, save=False))
+    assert [type(m) for m in said] == [RunEnded] and host.pid is None
+    assert said[0].error.endswith("which mlx-lm cannot split by pipeline: use --shard tensor")
+
+
 def test_group_settings_are_checked_with_messages_a_user_can_act_on() -> None:
     with pytest.raises(SettingsError, match="IP addresses, not 'mac-1'"):
         GroupSpec(hosts=("mac-1", "mac-2")).validate()

@@ -22,9 +22,11 @@ def open_playground(request, sessions_dir: Path | None = None, save: bool = True
 
     require_models(request)
     if request.group is not None:
+        from specdeck.engines.distributed.splittable import refuse_unsplittable
         from specdeck.hosts.group import require_local_lead
 
         require_local_lead(request.group)
+        refuse_unsplittable(request.target, request.group.shard)
     problems = run_app(LiveSource(request), sessions_dir=sessions_dir, save_sessions=save,
                        hint=hint)
     for line in problems:

@@ -32,7 +32,7 @@ from typing import Any, Callable
 from specdeck.hosts.engine import (
     ChildHost, EngineMessage, RunCommand, RunEnded, last_line, serve_run,
 )
-from specdeck.engines.core.errors import SettingsError
+from specdeck.engines.core.errors import GroupError, SettingsError
 from specdeck.engines.core.requests import STALL_SECONDS, GroupSpec
 
 #: Where rank 0 finds the app, and the key that proves it is the app's own rank.
@@ -99,6 +99,18 @@ class GroupHost(ChildHost):
         self.group = spec
         self._python = python
         self._sent: queue.SimpleQueue[Any] = queue.SimpleQueue()
+
+    def submit(self, command: RunCommand) -> None:
+        """Hand ``command`` to the group, starting it first; a target the ranks could not
+        split ends the run at once, no rank started."""
+        from specdeck.engines.distributed.splittable import refuse_unsplittable
+
+        try:
+            refuse_unsplittable(command.request.target, self.group.shard)
+        except GroupError as exc:
+            self._deliver(RunEnded(command.run_id, str(exc)))
+            return
+        super().submit(command)
 
     def _running(self) -> bool:
         return self._process is not None and self._process.poll() is None
