@@ -215,7 +215,7 @@ def test_an_interrupted_sweep_exits_130_and_two_ctrl_c_leave_valid_files(
     proc = subprocess.Popen(
         [sys.executable, "-m", "specdeck", "sweep", "--target", str(tiny_family["llama_target"]),
          "--draft", str(tiny_family["llama_draft"]), "-k", "1,2", "--reps", "2",
-         "--warmup", "0", "--max-tokens", "300", "--prompt", str(prompts),
+         "--warmup", "0", "--max-tokens", "120", "--prompt", str(prompts),
          "--json", str(out)],
         stderr=subprocess.PIPE, stdout=subprocess.PIPE,
         env={**os.environ, "SPECDECK_NO_OPENBLAS": "1"},
