@@ -85,7 +85,7 @@ def test_draft_samples_the_targets_distribution_at_temperature_0_7(models) -> No
     tokens are spread (0.27, 0.21, 0.13 ... and 0.27, 0.16 ...), where the explanation's
     first token in the template is "A" 99.7 % of the time and the test would say little.
     Keeping every draft is caught (a token the target's top 20 lacks); 24 runs of the
-    email request (19 tokens, first token 0.37, 0.17 ...) missed it by a hair."""
+    email request (19 tokens, first token 0.37, 0.17 ...) caught it by a hair."""
     text = "My favourite colour is"
     ids = encode_prompt(models.target.tokenizer, text, chat=False)
     settings = DecodeSettings(max_tokens=2, stop_at_eos=False, num_draft_tokens=2,
