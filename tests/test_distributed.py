@@ -31,6 +31,8 @@ from pathlib import Path
 import jsonschema
 import pytest
 
+from helpers.processes import gone
+
 from specdeck.engines.runs.compare import run_compare
 from specdeck.engines.core.config import DecodeSettings, Sampling
 from specdeck.engines.core.errors import GroupError, SettingsError
@@ -425,16 +427,7 @@ def test_the_playground_engine_runs_on_a_group(tiny_family) -> None:
         assert 0 < len(tokens["plain"]) < 5000 and "draft" not in tokens
     finally:
         host.close()
-    assert host.pid is None and _children_gone(launcher)
-
-
-def _children_gone(pid: int) -> bool:
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        if not Path(f"/proc/{pid}").exists():
-            return True
-        time.sleep(0.1)
-    return False
+    assert host.pid is None and gone(launcher, 10)
 
 
 # -- pieces, without a group ---------------------------------------------------------------------

@@ -27,6 +27,7 @@ from specdeck.safe_text.plain import printable
 from specdeck.sessions.session import load_session
 from specdeck.testing.pilot import run_async, screen_text, settle, until
 from helpers.app import SIZE, live_app, make_request, replay_of
+from helpers.processes import gone
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "sessions" / "examples"
 
@@ -100,14 +101,6 @@ async def test_live_run_marks_tokens_and_fills_statistics(tiny_family):
         assert "baseline" in str(plain.query_one(".stats-text").render())
 
 
-def ended(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    return False
-
-
 @run_async
 async def test_the_engine_process_measures_dies_is_replaced_and_ends_with_the_app(
         tiny_family, tmp_path):
@@ -152,10 +145,7 @@ async def test_the_engine_process_measures_dies_is_replaced_and_ends_with_the_ap
     assert session.partial and saved.name.endswith("_partial.json")
     assert 0 < session.traces["plain"].done.generated_tokens < 100_000
     # ...and ends the engine process.
-    deadline = time.monotonic() + 5
-    while not ended(second):
-        assert time.monotonic() < deadline, "the engine process outlived the app"
-        time.sleep(0.1)
+    assert gone(second, 5), "the engine process outlived the app"
 
 
 @run_async
