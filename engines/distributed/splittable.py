@@ -51,9 +51,10 @@ def refuse_unsplittable(target: str, mode: str) -> None:
     to another's: mistral to llama), is left to the ranks."""
     try:
         kind = str(read_model_folder(Path(target).expanduser()).get("model_type", ""))
-        known = kind.isidentifier() and (_model_sources() / f"{kind}.py").is_file()
+        if not (kind.isidentifier() and (_model_sources() / f"{kind}.py").is_file()):
+            return
     except (ModelError, OSError):
         return
     tensor, pipeline = split_support()
-    if known and kind not in (tensor if mode == "tensor" else pipeline):
+    if kind not in (tensor if mode == "tensor" else pipeline):
         raise GroupError(refusal(target, kind, mode))
