@@ -433,6 +433,24 @@ def test_the_playground_engine_runs_on_a_group(tiny_family) -> None:
 # -- pieces, without a group ---------------------------------------------------------------------
 
 
+def test_a_model_type_without_a_module_of_its_own_is_left_to_the_ranks(tiny_family,
+                                                                     tmp_path) -> None:
+    """The check before launch reads mlx-lm's sources: a type mlx-lm maps to another's
+    module (mistral to llama) or a name that is no module is not refused there."""
+    import shutil
+
+    from specdeck.engines.distributed.splittable import refuse_unsplittable
+
+    with pytest.raises(GroupError, match="cannot split by pipeline"):
+        refuse_unsplittable(str(tiny_family["llama_target"]), "pipeline")
+    for kind in ("mistral", "../../llama", "llama\n"):
+        folder = tmp_path / f"m{len(list(tmp_path.iterdir()))}"
+        shutil.copytree(tiny_family["llama_target"], folder)
+        config = json.loads((folder / "config.json").read_text())
+        (folder / "config.json").write_text(json.dumps({**config, "model_type": kind}))
+        assert refuse_unsplittable(str(folder), "pipeline") is None, kind
+
+
 def test_the_playground_refuses_a_target_its_group_cannot_split(tiny_family) -> None:
     """The app's group host says so at once, before any rank starts, as the command does."""
     from specdeck.hosts.engine import RunCommand, RunEnded
