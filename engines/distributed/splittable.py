@@ -4,6 +4,7 @@ so the command that starts a group refuses a target the ranks could not split at
 
 from __future__ import annotations
 
+import functools
 import importlib.util
 from pathlib import Path
 
@@ -19,9 +20,11 @@ def _model_sources() -> Path:
     return Path(spec.origin).parent / "models"
 
 
-def split_support() -> tuple[list[str], list[str]]:
+@functools.cache
+def split_support() -> tuple[tuple[str, ...], tuple[str, ...]]:
     """The mlx-lm model types that split by tensor and by pipeline, read from the
-    sources of mlx-lm's model classes (this version's, whatever it knows)."""
+    sources of mlx-lm's model classes (this version's, whatever it knows; read once a
+    process: a refusal lists them again, the app's group host asks at every run)."""
     tensor, pipeline = [], []
     for path in sorted(_model_sources().glob("*.py")):
         text = path.read_text(encoding="utf-8", errors="replace")
@@ -29,7 +32,7 @@ def split_support() -> tuple[list[str], list[str]]:
             tensor.append(path.stem)
         if path.stem != "pipeline" and ("def pipeline(" in text or "(PipelineMixin" in text):
             pipeline.append(path.stem)
-    return tensor, pipeline
+    return tuple(tensor), tuple(pipeline)
 
 
 def refusal(name: str, kind: str, mode: str) -> str:
