@@ -44,9 +44,9 @@ def run(args: argparse.Namespace) -> int:
                             "starts its own group: specdeck compare --shard tensor -n 2)")
         return group_command.compare(args, lambda: compare_request(args), report_compare)
     request = compare_request(args)
-    require_models(request)
-    if not args.headless:
+    if not args.headless:  # which checks the models itself
         return open_playground(request, args.sessions_dir, save=not args.no_save)
+    require_models(request)
     if request.group is not None:
         if request.group.wants_launch:
             return group_command.launch(args, request)
