@@ -82,6 +82,71 @@ def test_the_command_lines_and_the_settings_dialog_take_each_policy(tiny_family)
         apply_form(request, {**values, "k": "pmin:7"})
 
 
+def test_a_pane_named_with_its_own_drafts_runs_its_strategy_so() -> None:
+    """``draft@grow`` beside ``draft``: one strategy under two settings, side by side."""
+    from specdeck.engines.core.requests import CompareRequest, SweepPrompt, SweepRequest
+
+    settings = DecodeSettings(num_draft_tokens=2)
+    assert settings.for_pane("draft") is settings
+    assert settings.for_pane("draft@grow").num_draft_tokens == GROW
+    assert settings.for_pane("draft@PMIN").num_draft_tokens == "pmin:0.75"
+    assert settings.for_pane("mtp@3").mtp_depth == 3
+    assert settings.for_pane("ngram@auto").ngram_k == AUTO
+    assert (settings.max_drafts("draft@4"), settings.max_drafts("mtp@auto")) == (4, 8)
+    assert settings.max_drafts("draft@x") == 0  # a session's name: no strategy of ours
+    for bad, why in (("plain@2", "only draft, mtp, ngram take"), ("chain@2", "only draft"),
+                     ("draft@x", "after @ comes a number"), ("draft@", "after @"),
+                     ("draft@17", "between 1 and 16"), ("mtp@9", "between 1 and 8")):
+        with pytest.raises(SettingsError, match=why):
+            settings.for_pane(bad)
+
+    def request(*names: str, draft: str | None = "d") -> CompareRequest:
+        return CompareRequest(target="t", draft=draft, strategies=list(names), prompt="x")
+
+    request("plain", "draft", "draft@grow", "draft@3", "mtp@2").validate()
+    for names, why in ((["draft@3", "draft@3"], "listed twice"), (["draft@x"], "after @"),
+                       (["drafts@2"], "unknown strategy 'drafts@2'")):
+        with pytest.raises(SettingsError, match=why):
+            request(*names).validate()
+    with pytest.raises(SettingsError, match="needs a draft model"):
+        request("plain", "draft@grow", draft=None).validate()
+    sweep = SweepRequest(target="t", draft="d", prompts=[SweepPrompt("p", "x")],
+                         strategies=["draft@2"])
+    with pytest.raises(SettingsError, match="sweep's drafts per round are its -k"):
+        sweep.validate()
+
+
+def test_panes_of_one_strategy_under_several_policies_run_and_save_side_by_side(
+        tiny_family) -> None:
+    from specdeck.engines.core.requests import CompareRequest
+    from specdeck.engines.runs.compare import run_compare
+    from specdeck.sessions.session import result_document, session_from_document
+    from specdeck.sessions.store import session_filename
+    from specdeck.tui.pane import pane_detail
+
+    names = ["plain", "draft", "draft@grow", "draft@pmin:0.6", "draft@3", "ngram@auto"]
+    result = run_compare(CompareRequest(
+        target=str(tiny_family["llama_target"]), draft=str(tiny_family["llama_draft"]),
+        strategies=names, prompt=PROMPT, warmup_tokens=0,
+        settings=greedy(num_draft_tokens=1, max_tokens=TOKENS)))
+    traces = result.traces
+    assert list(traces) == names
+    assert all(traces[n].tokens == traces["plain"].tokens for n in names)
+    most = {n: max(len(r.drafted) for r in traces[n].rounds) for n in names}
+    assert (most["draft"], most["draft@3"]) == (1, 3)
+    policies = {n: {r.length.policy for r in traces[n].rounds if r.length} for n in names}
+    assert policies["draft@grow"] == {"grow"} and policies["draft@pmin:0.6"] == {"pmin"}
+    assert policies["ngram@auto"] == {"auto"} and policies["draft@3"] <= {"fixed"}
+
+    document = result_document(result)
+    session = session_from_document(document)
+    assert list(session.traces) == names
+    assert session_filename(document).endswith(  # no colon: not every file system keeps it
+        "_plain-draft-draft@grow-draft@pmin_0.6-draft@3-ngram@auto.json")
+    titles = [pane_detail(n, session.settings) for n in names]
+    assert titles == ["", "k=1", "", "", "", "n=3"]
+
+
 # --- grow's rule ------------------------------------------------------------------------
 
 

@@ -21,6 +21,7 @@ from textual.widgets import Static
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.events import Done, Event, Round
 from specdeck.engines.core.stats import Stats
+from specdeck.engines.core.strategies import OWN
 from specdeck.safe_text.rich_text import literal
 from specdeck.tui.cost_strip import CostStrip
 from specdeck.tui.stats_strip import StatsStrip
@@ -37,9 +38,12 @@ MIN_PANE_WIDTH = 40
 
 def pane_detail(strategy: str, settings: DecodeSettings | None) -> str:
     """The setting that defines a strategy, for its pane title; none while the settings
-    are unknown (a session that does not record them)."""
+    are unknown (a session that does not record them). A pane named with its own drafts
+    (``draft@grow``) says only what its name does not."""
     if settings is None:
         return ""
+    if OWN in strategy:
+        return f"n={settings.ngram_n}" if strategy.startswith(f"ngram{OWN}") else ""
     return {"draft": f"k={settings.num_draft_tokens}", "mtp": f"depth={settings.mtp_depth}",
             "ngram": f"n={settings.ngram_n} k={settings.ngram_k}",
             "chain": f"n={settings.ngram_n} k={settings.num_draft_tokens}"}.get(strategy, "")

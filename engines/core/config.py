@@ -5,11 +5,11 @@ Plain dataclasses without mlx, so sessions can carry them to machines without it
 
 from __future__ import annotations
 
-from dataclasses import MISSING, asdict, dataclass, field, fields
+from dataclasses import MISSING, asdict, dataclass, field, fields, replace
 from typing import Any, Union
 
 from specdeck.engines.core.errors import SettingsError
-from specdeck.engines.core.strategies import DRAFTERS, STRATEGIES
+from specdeck.engines.core.strategies import DRAFTERS, OWN, strategy_of
 
 #: Draft lengths a policy picks round by round (``engines.auto``) instead of a fixed k:
 #: ``-k auto`` (measured costs and acceptance), ``-k grow`` (transformers' schedule),
@@ -194,11 +194,36 @@ class DecodeSettings:
         """The setting of a drafter (``draft``, ``mtp``, ``ngram``): k or a policy."""
         return getattr(self, DRAFTERS[drafter].setting)
 
+    def for_pane(self, name: str) -> DecodeSettings:
+        """The settings the pane ``name`` runs with: ``draft@grow`` is the draft strategy
+        with k = grow, ``mtp@2`` the mtp one at depth 2; any other name, these."""
+        base, own, count = name.partition(OWN)
+        if not own:
+            return self
+        strategy = strategy_of(base)
+        if strategy is None or len(strategy.drafters) != 1:
+            raise SettingsError(
+                f"{name!r}: only {', '.join(DRAFTERS)} take their own drafts per round "
+                f"after {OWN} (draft{OWN}grow, mtp{OWN}2, ngram{OWN}auto)")
+        try:
+            value = parse_draft_count(count)
+        except ValueError:
+            raise SettingsError(f"{name!r}: after {OWN} comes a number of drafts per round, "
+                                "auto, grow or pmin:P") from None
+        pane = replace(self, **{DRAFTERS[strategy.drafters[0]].setting: value})
+        pane.validate()
+        return pane
+
     def max_drafts(self, strategy: str) -> int:
-        """The most drafts one round of ``strategy`` proposes (plain: none; a policy:
-        the most it may choose; ``chain``: the most of its drafters')."""
-        drafters = STRATEGIES[strategy].drafters if strategy in STRATEGIES else ()
-        return max((self._most(drafter) for drafter in drafters), default=0)
+        """The most drafts one round of ``strategy`` (a pane's name) proposes (plain:
+        none; a policy: the most it may choose; ``chain``: the most of its drafters')."""
+        kind = strategy_of(strategy)
+        try:
+            pane = self.for_pane(strategy)
+        except SettingsError:  # a name from a session no strategy of ours runs
+            return 0
+        drafters = kind.drafters if kind else ()
+        return max((pane._most(drafter) for drafter in drafters), default=0)
 
     def _most(self, drafter: str) -> int:
         count = self.draft_count(drafter)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 
 from specdeck.engines.core.config import DTYPES, DecodeSettings, DraftCount, Sampling
 from specdeck.engines.core.errors import SettingsError
-from specdeck.engines.core.strategies import STRATEGIES, SWEPT, names
+from specdeck.engines.core.strategies import OWN, SWEPT, names, strategy_of
 
 #: Timed repetitions of each strategy a comparison may ask for.
 MAX_REPEATS = 20
@@ -97,9 +97,9 @@ class GroupSpec:
 
 def require_draft(strategies: list[str], draft: object) -> None:
     """Refuse strategies that need a draft model when none is given."""
-    for name in strategies:
-        if STRATEGIES[name].draft_model == "always" and not draft:
-            raise SettingsError(STRATEGIES[name].needs)
+    for strategy in map(strategy_of, strategies):
+        if strategy and strategy.draft_model == "always" and not draft:
+            raise SettingsError(strategy.needs)
 
 
 @dataclass
@@ -139,11 +139,13 @@ class CompareRequest:
             raise SettingsError(f"repeats must be between 1 and {MAX_REPEATS} (got {self.repeats})")
         if not self.strategies:
             raise SettingsError("choose at least one strategy")
-        unknown = [s for s in self.strategies if s not in STRATEGIES]
+        unknown = [s for s in self.strategies if strategy_of(s) is None]
         if unknown:
             raise SettingsError(f"unknown strategy {unknown[0]!r} (choose from {names()})")
         if len(set(self.strategies)) != len(self.strategies):
             raise SettingsError("a strategy is listed twice")
+        for name in self.strategies:
+            self.settings.for_pane(name)
         require_draft(self.strategies, self.draft)
         if not self.prompt:
             raise SettingsError("the prompt is empty")
@@ -248,7 +250,10 @@ class SweepRequest:
                 raise SettingsError(f"the sweep has no {what} values")
         unknown = [s for s in self.strategies if s not in SWEPT]
         if unknown:
-            raise SettingsError(f"cannot sweep {unknown[0]!r} (choose from {', '.join(SWEPT)})")
+            own = ("; a sweep's drafts per round are its -k, --depth and --ngram-k lists"
+                   if OWN in unknown[0] else "")
+            raise SettingsError(
+                f"cannot sweep {unknown[0]!r} (choose from {', '.join(SWEPT)}){own}")
         require_draft(self.strategies, self.draft)
         if self.group is not None:
             self.group.validate()

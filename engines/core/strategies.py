@@ -72,6 +72,15 @@ STRATEGIES: dict[str, Strategy] = {s.name: s for s in (
 )}
 #: The strategies ``specdeck sweep`` sweeps.
 SWEPT = tuple(name for name, s in STRATEGIES.items() if s.swept)
+#: Between a strategy and its own drafts per round in a pane's name (``draft@grow``,
+#: ``mtp@2``): one strategy under several settings, side by side.
+OWN = "@"
+
+
+def strategy_of(name: str) -> Strategy | None:
+    """The strategy a pane named ``name`` runs (``draft@grow`` runs ``draft``); None for
+    a name no strategy has (a session from another engine)."""
+    return STRATEGIES.get(name.partition(OWN)[0])
 
 
 def names() -> str:
@@ -81,9 +90,9 @@ def names() -> str:
 
 def uses_draft(strategies: list[str], draft_named: bool) -> bool:
     """Whether any of ``strategies`` drafts with the draft model."""
-    return any(STRATEGIES[s].uses_draft(draft_named) for s in strategies if s in STRATEGIES)
+    return any(s.uses_draft(draft_named) for s in map(strategy_of, strategies) if s)
 
 
 def uses_mtp(strategies: list[str], draft_named: bool) -> bool:
     """Whether any of ``strategies`` drafts with an MTP head."""
-    return any(STRATEGIES[s].uses_mtp(draft_named) for s in strategies if s in STRATEGIES)
+    return any(s.uses_mtp(draft_named) for s in map(strategy_of, strategies) if s)

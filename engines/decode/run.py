@@ -16,7 +16,7 @@ import mlx.core as mx
 from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.errors import SettingsError
 from specdeck.engines.core.events import Done, Event, Round
-from specdeck.engines.core.strategies import STRATEGIES, names
+from specdeck.engines.core.strategies import names, strategy_of
 from specdeck.engines.decode.shared import Clock
 from specdeck.engines.measure.calibration import Calibration
 from specdeck.engines.models.loading import LoadedModel
@@ -51,9 +51,10 @@ def strategy_events(
 ) -> Iterator[Event]:
     """The raw event generator of one strategy: its module's ``run``
     (``engines.core.strategies``), once the models it needs are there."""
-    strategy = STRATEGIES.get(name)
+    strategy = strategy_of(name)
     if strategy is None:
         raise SettingsError(f"unknown strategy {name!r} (choose from {names()})")
+    settings = settings.for_pane(name)
     draft_named = models.draft is not None
     if (strategy.uses_mtp(draft_named) and models.mtp is None) or (
             strategy.draft_model == "always" and not draft_named):

@@ -42,7 +42,7 @@ from specdeck.engines.core.config import DecodeSettings
 from specdeck.engines.core.errors import ModelError
 from specdeck.engines.core.formatting import byte_size
 from specdeck.engines.measure.machine import memory_bytes
-from specdeck.engines.core.strategies import STRATEGIES
+from specdeck.engines.core.strategies import strategy_of
 
 #: mlx-lm's ``KVCache.step``: caches grow by this many positions at a time.
 KV_STEP = 256
@@ -260,6 +260,7 @@ def estimate(
     ``upcast``: half precision becomes float32 (the CPU backend). ``split``: ``model`` is
     split over a group when it is the split one: one rank's share.
     """
+    kind, settings = strategy_of(strategy), settings.for_pane(strategy)
     drafts = settings.max_drafts(strategy)
     tokens = prompt_tokens + settings.max_tokens + drafts
     kv, recurrent, activations = _model_bytes(
@@ -278,7 +279,7 @@ def estimate(
         window = settings.max_kv_size
         if window is not None and tokens > window:
             snapshot += kv  # a wrapped window is copied before it is written
-    with_draft = draft is not None and STRATEGIES[strategy].uses_draft(True)
+    with_draft = draft is not None and kind.uses_draft(True)
     # A model that drafts for itself is loaded once (``ModelStore``): its weights count once.
     if draft is not None and draft.path.resolve() == model.path.resolve():
         draft_weights = 0
@@ -308,7 +309,7 @@ def estimate(
 
 def _drafts_with_head(strategy: str, draft: ModelInfo | None) -> bool:
     """Whether ``strategy`` drafts with an MTP head: mtp, and chain with no draft model."""
-    return strategy == "mtp" or (strategy == "chain" and draft is None)
+    return strategy_of(strategy).uses_mtp(draft is not None)
 
 
 def estimate_comparison(
@@ -335,11 +336,13 @@ def estimate_comparison(
     decodes["chain"] = decodes["draft" if draft is not None else "mtp"]
     loaded: dict[Path, ModelInfo] = {}
     for strategy in strategies:
-        loaded.update((i.path, i) for i in decodes.get(strategy, [target]) if i is not None)
+        loaded.update((i.path, i) for i in decodes.get(strategy_of(strategy).name, [target])
+                      if i is not None)
     cast: set[Path] = set()
     out = {}
     for strategy in strategies:
-        used = {i.path for i in decodes.get(strategy, [target]) if i is not None}
+        used = {i.path for i in decodes.get(strategy_of(strategy).name, [target])
+                if i is not None}
         cast |= used
         others = sum(
             split.weight_bytes(info, upcast and path in cast)

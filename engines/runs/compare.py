@@ -27,7 +27,7 @@ from specdeck.engines.measure.memory import (
 )
 from specdeck.engines.proposers.mtp import load_mtp
 from specdeck.engines.core.requests import CompareRequest
-from specdeck.engines.core.strategies import STRATEGIES, uses_draft, uses_mtp
+from specdeck.engines.core.strategies import strategy_of, uses_draft, uses_mtp
 from specdeck.engines.core.stats import compute_stats
 from specdeck.engines.decode.run import Models, run_strategy
 
@@ -94,7 +94,7 @@ def cannot_run(request: CompareRequest, described: Described) -> dict[str, str]:
     why = missing_mtp_head(mtp, who) if mtp is not None else ""
     draft_named = bool(request.draft)
     return {name: why for name in request.strategies
-            if why and STRATEGIES[name].uses_mtp(draft_named)}
+            if why and strategy_of(name).uses_mtp(draft_named)}
 
 
 def estimate_memory(
@@ -167,14 +167,17 @@ def time_estimates(request: CompareRequest, calibration: Calibration | None) -> 
     calibrated here."""
     if calibration is None:
         return []
-    settings = request.settings
-    # ``grow`` and ``pmin`` choose by rules no calibration changes: nothing to say.
-    names = [name for name in request.strategies if name in calibration.proposers
-             and policy_name(settings.draft_count(name)) in (None, AUTO)]
-    return [f"{name}: " + (auto_estimate_line(calibration, name)
-                           if settings.draft_count(name) == AUTO
-                           else estimate_line(calibration, name, settings.max_drafts(name)))
-            for name in names if settings.max_drafts(name)]
+    lines = []
+    for name in request.strategies:
+        kind, settings = strategy_of(name).name, request.settings.for_pane(name)
+        if kind not in calibration.proposers or not settings.max_drafts(kind):
+            continue
+        count = settings.draft_count(kind)
+        if count == AUTO:
+            lines.append(f"{name}: {auto_estimate_line(calibration, kind)}")
+        elif policy_name(count) is None:  # grow and pmin follow rules no calibration changes
+            lines.append(f"{name}: {estimate_line(calibration, kind, count)}")
+    return lines
 
 
 def check_context(target: ModelInfo, prompt_tokens: int, settings: DecodeSettings) -> str | None:
@@ -274,7 +277,7 @@ def start_compare(
         runnable = [name for name in request.strategies if name not in not_run]
         if not runnable:
             name, why = next(iter(not_run.items()))
-            raise ModelError(f"{why}: {STRATEGIES[name].needs} (--mtp-model PATH names one)")
+            raise ModelError(f"{why}: {strategy_of(name).needs} (--mtp-model PATH names one)")
         on_not_run(not_run)
         request = replace(request, strategies=runnable)
         described = (*described[:2], None)  # no strategy left drafts with an MTP head

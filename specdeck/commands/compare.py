@@ -103,12 +103,14 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
     if not args.quiet:
         print_text(result.traces, args.show_text or next(iter(result.traces)))
     failed = False
+    width = max(6, *map(len, [*document["strategies"], *result.not_run]))  # names line up
+    indent = " " * (width + 2)
     for name, entry in document["strategies"].items():
         stats, done = entry["stats"], entry["done"] or {}
         accepted = stats["acceptance_rate"]
         speed = stats["speedup_vs_plain"]
         print(
-            f"{name:>6}: {plural(stats['generated_tokens'], 'token')}, "
+            f"{name:>{width}}: {plural(stats['generated_tokens'], 'token')}, "
             f"{rate(stats['tokens_per_s'] or 0)}"
             + (f", acceptance {percent(accepted)}" if accepted is not None else "")
             + (f", {times(speed)} plain" if speed is not None and name != "plain" else "")
@@ -116,16 +118,16 @@ def report_compare(result, args: argparse.Namespace, interrupted: bool) -> int:
         )
         if not args.quiet:
             for line in explain_run(name, result):
-                print(f"        {visible(line, MESSAGE_CHARS)}")
+                print(f"{indent}{visible(line, MESSAGE_CHARS)}")
         if costs is not None and name != "plain":
-            print(f"        {costs.line(result.request.settings.max_drafts(name))}")
+            print(f"{indent}{costs.line(result.request.settings.max_drafts(name))}")
         if done.get("reason") == "error":
             failed = True
             error = visible(str(done.get("error")), MESSAGE_CHARS)
             print(f"specdeck: {name} failed: {error}", file=sys.stderr)
     for name, why in result.not_run.items():  # asked for, but its models cannot run it
         failed = True
-        print(f"{name:>6}: not run: {visible(why, MESSAGE_CHARS)}")
+        print(f"{name:>{width}}: not run: {visible(why, MESSAGE_CHARS)}")
     sys.stdout.flush()
     saved = write_results(document, args.json, not args.no_save, args.sessions_dir, say)
     if interrupted:

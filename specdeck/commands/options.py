@@ -68,7 +68,8 @@ def add_run_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--strategies", default="plain,draft",
         help=f"comma-separated, run in this order ({names()}; chain: prompt lookup where "
-        "the text repeats, the draft model or MTP head elsewhere)",
+        "the text repeats, the draft model or MTP head elsewhere); draft@grow, mtp@2, "
+        "ngram@auto: that strategy with its own drafts per round, beside the others",
     )
     p.add_argument("--prompt",
                    help="prompt text, a built-in prompt's name (code, prose, chat_explain, ... in "

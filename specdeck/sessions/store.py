@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 import tempfile
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ def default_sessions_dir() -> Path:
     return Path(os.environ.get("SPECDECK_SESSIONS_DIR") or "sessions")
 
 
+#: The most characters of strategy names in a session's file name.
+NAMES_CHARS = 120
+
+
 def session_filename(document: dict) -> str:
     """``20261129-101711_plain-draft.json`` (``_partial`` before the suffix when cut short),
     ``sweep-20261129-101711.json`` for a sweep: sorts by time, and says what ran."""
@@ -43,6 +48,9 @@ def session_filename(document: dict) -> str:
     if document.get("kind") == "sweep":
         return f"sweep-{stamp}{partial}{SUFFIX}"
     names = "-".join(document.get("strategies", {})) or "empty"
+    # Only characters every file system keeps (``draft@pmin:0.6`` holds a colon), and
+    # short of the 255-byte limit on a name.
+    names = re.sub(r"[^A-Za-z0-9@.+-]", "_", names)[:NAMES_CHARS]
     return f"{stamp}_{names}{partial}{SUFFIX}"
 
 
