@@ -49,12 +49,6 @@ class WholeVocabulary:
         """Log-probabilities over the rows (1, rows) after the last of ``tokens``."""
         return log_probs(self.logits(cache, tokens, last=True))
 
-    def step_guessing(self, cache: Sequence[Any], tokens: mx.array) -> tuple[mx.array, mx.array]:
-        """``step``, with the greedy guess (a token id) after each of ``tokens`` but the
-        last, from the same pass."""
-        logits = self.logits(cache, tokens)
-        return log_probs(logits[-1:]), self.pick(mx.argmax(logits[:-1], -1))
-
     def guesses(self, cache: Sequence[Any], tokens: mx.array) -> mx.array:
         """The greedy guess (a token id) after each of ``tokens``, feeding them all."""
         return self.pick(mx.argmax(self.logits(cache, tokens), -1))
