@@ -291,6 +291,19 @@ async def test_restart_and_change_k(tiny_family):
         assert max(widths) == 3
         assert len(draft.stats.acceptance_by_position) == 3
 
+    # Panes that set their own drafts (draft@2) or draft at a depth: k has nothing to change.
+    app = live_app(make_request(tiny_family, k=2, max_tokens=16, strategies=("plain", "draft@2")))
+    notes: list[str] = []
+    app.notify = lambda message, **_: notes.append(message)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(app, pilot)
+        run_id = app.run_id
+        await pilot.press("right_square_bracket")
+        await settle(app, pilot)
+        assert app.run_id == run_id and app.request.settings.num_draft_tokens == 2
+        assert app.pane("draft@2").border_title == "draft@2"
+        assert any("no pane here drafts at -k" in note for note in notes)
+
 
 @run_async
 async def test_settings_dialog_applies_and_reports_errors(tiny_family):

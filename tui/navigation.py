@@ -13,6 +13,7 @@ from textual.screen import Screen
 from specdeck.engines.core.config import MAX_DRAFT_TOKENS
 from specdeck.engines.core.events import Trace
 from specdeck.engines.core.requests import CompareRequest
+from specdeck.engines.core.strategies import OWN, strategy_of
 from specdeck.safe_text.plain import visible
 from specdeck.sessions.diff import diff_sessions
 from specdeck.sessions.session import SCHEMA_VERSION, Session
@@ -44,6 +45,11 @@ class Navigation:
 
     async def _change_drafts(self, delta: int) -> None:
         if not self._live_only():
+            return
+        if not any(OWN not in name and "draft" in strategy_of(name).drafters
+                   for name in self.request.strategies):
+            self.notify(f"no pane here drafts at -k ({OWN} names a pane's own, mtp drafts at "
+                        "its depth): s (settings) changes them")
             return
         k = self.request.settings.num_draft_tokens
         if isinstance(k, str):
