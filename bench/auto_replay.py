@@ -53,6 +53,8 @@ import time
 from pathlib import Path
 from types import ModuleType
 
+from specdeck.blas import reexec_with_openblas
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -542,4 +544,5 @@ def summary(values: list[float], bests: list[tuple[float, float]]) -> str:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     raise SystemExit(main())

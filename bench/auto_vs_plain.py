@@ -38,6 +38,8 @@ import time
 from pathlib import Path
 from typing import Callable
 
+from specdeck.blas import reexec_with_openblas
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -127,6 +129,8 @@ def main() -> int:
     ap.add_argument("--variants", help="a file whose VARIANTS maps names to policies (as "
                                        "bench/auto_replay.py's), each run beside auto")
     args = ap.parse_args()
+    if args.reps * len(args.prompts.split(",")) < 2:
+        ap.error("a standard error needs two pairs or more (--reps times the prompts)")
     variants = getattr(load_module(args.variants), "VARIANTS", {}) if args.variants else {}
 
     print("load average (1, 5, 15 min) before: %.2f %.2f %.2f" % os.getloadavg())
@@ -178,4 +182,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     raise SystemExit(main())

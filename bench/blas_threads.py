@@ -6,8 +6,7 @@ sets the count as specdeck does, before its first product, then decodes plainly 
 temperature 0 (a warm-up run, then one timed); the two settings take turns. Prints each
 one's median tokens/s, its robust CV, and the ratio.
 
-    LD_PRELOAD=/usr/lib/x86_64-linux-gnu/openblas-pthread/libopenblas.so.0 \\
-        python bench/blas_threads.py --reps 5 --max-tokens 128
+    python bench/blas_threads.py --reps 5 --max-tokens 128
 """
 
 from __future__ import annotations
@@ -15,6 +14,8 @@ from __future__ import annotations
 import argparse
 import subprocess
 import sys
+
+from specdeck.blas import reexec_with_openblas
 
 
 def child(family: str, threads: int, max_tokens: int) -> None:
@@ -80,4 +81,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     sys.exit(main())

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from specdeck.blas import reexec_with_openblas
 from specdeck.engines.runs.compare import encode_prompt
 from specdeck.engines.core.config import MAX_MTP_DEPTH
 from specdeck.engines.models.families import FAMILIES, require_family
@@ -86,4 +87,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     sys.exit(main())

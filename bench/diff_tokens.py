@@ -22,6 +22,8 @@ import time
 from difflib import SequenceMatcher
 from pathlib import Path
 
+from specdeck.blas import reexec_with_openblas
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from specdeck.sessions.diff import token_opcodes  # noqa: E402
@@ -87,4 +89,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     main()

@@ -20,6 +20,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from specdeck.blas import reexec_with_openblas
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
@@ -124,4 +126,5 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     sys.exit(main())

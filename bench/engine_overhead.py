@@ -38,6 +38,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Callable
 
+from specdeck.blas import reexec_with_openblas
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
@@ -248,4 +250,5 @@ def main() -> None:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     main()

@@ -28,6 +28,8 @@ from importlib import import_module
 from pathlib import Path
 from typing import Any, Callable
 
+from specdeck.blas import reexec_with_openblas
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
@@ -184,4 +186,5 @@ def race(runs: dict[str, Callable[[list[int], DecodeSettings], tuple[Any, list[i
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     raise SystemExit(main())

@@ -28,6 +28,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from specdeck.blas import reexec_with_openblas
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT)]
 
@@ -154,4 +156,5 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
+    reexec_with_openblas(sys.orig_argv[1:])  # timed as specdeck runs, on OpenBLAS
     sys.exit(main())
