@@ -17,6 +17,7 @@ from textual.geometry import Region
 from textual.widgets import DataTable, Input
 
 from specdeck.engines.core.config import DecodeSettings
+from specdeck.engines.core.events import Round
 from specdeck.engines.core.requests import CompareRequest
 from specdeck.engines.core.stats import speedup
 from specdeck.sessions.session import load_session, save_document
@@ -463,6 +464,12 @@ async def test_the_palette_offers_specdecks_actions_and_presets(tiny_family):
         await settle(app, pilot)
         assert [p.strategy for p in app.panes] == ["plain", "ngram"]
         assert app.pane("ngram").complete
+        await commands["strategies: the draft model's k: auto, grow and pmin side by side"].run()
+        await settle(app, pilot)
+        policies = {p.strategy: {r.length.policy for r in p.events
+                                 if isinstance(r, Round) and r.length} for p in app.panes}
+        assert policies == {"plain": set(), "draft@auto": {"auto"}, "draft@grow": {"grow"},
+                            "draft@pmin:0.6": {"pmin"}}
 
 
 @run_async

@@ -27,6 +27,8 @@ STRATEGY_PRESETS: dict[str, tuple[str, ...]] = {
     "plain vs MTP": ("plain", "mtp"),
     "plain vs prompt lookup": ("plain", "ngram"),
     "all four strategies": ("plain", "draft", "mtp", "ngram"),
+    "the draft model's k: auto, grow and pmin side by side": (
+        "plain", "draft@auto", "draft@grow", "draft@pmin:0.6"),
 }
 
 
