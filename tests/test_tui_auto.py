@@ -94,6 +94,10 @@ def test_the_headless_summary_says_what_each_policy_chose() -> None:
     assert length_summary(rounds) == (
         "auto drafted k = 0..3, mostly 0; plain steps in 33% of rounds; 1 exploring, 0 "
         "tried from plain steps; 2 of the draft's guesses judged at plain steps, 50% right")
+    uncalibrated = [_round(length=LengthChoice("auto", 1, "start"))] * 2 + rounds
+    assert length_summary(uncalibrated).endswith(
+        "; 2 rounds drafted to time drafting (no calibration here: specdeck calibrate times "
+        "it once for every run)")
     grow = [_round(length=LengthChoice("grow", k, why))
             for k, why in ((16, "start"), (15, "shrank"), (14, "shrank"), (16, "grew"))]
     assert length_summary(grow) == "grow drafted k = 14..16, mostly 16; grew 1 times, shrank 2"

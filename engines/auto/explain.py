@@ -128,6 +128,9 @@ def length_summary(rounds: list[Round]) -> str | None:
     if guesses:
         line += (f"; {len(guesses)} of the draft's guesses judged at plain steps, "
                  f"{sum(guesses) / len(guesses):.0%} right")
+    if whys["start"]:  # no calibration priced drafting: its own rounds did, at a cost
+        line += (f"; {whys['start']} rounds drafted to time drafting (no calibration here: "
+                 "specdeck calibrate times it once for every run)")
     return line
 
 
