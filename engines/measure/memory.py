@@ -261,7 +261,7 @@ def estimate(
     split over a group when it is the split one: one rank's share.
     """
     kind, settings = strategy_of(strategy), settings.for_pane(strategy)
-    drafts = settings.max_drafts(strategy)
+    drafts = settings.max_drafts(kind.name)  # the pane's settings already
     tokens = prompt_tokens + settings.max_tokens + drafts
     kv, recurrent, activations = _model_bytes(
         model, upcast, tokens, settings, prompt_tokens, drafts + 1
